@@ -1,0 +1,1 @@
+"""ailedger cost engine: bundles in, reports out."""

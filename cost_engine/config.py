@@ -1,0 +1,224 @@
+"""The report config (TOML) as pydantic models, with the contract's defaults and boundary presets."""
+
+from __future__ import annotations
+
+import tomllib
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .contract import CATEGORIES, DRIVERS
+
+BOUNDARY_PRESETS: dict[str, tuple[str, ...]] = {
+    "energy_only": ("power",),
+    "narrow": ("depreciation", "power"),
+    "rental": ("gpu_rental",),
+    "fully_loaded": CATEGORIES,
+}
+
+
+class ConfigError(ValueError):
+    """A config value that breaks the contract; the message names the key."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _utc(v: datetime | None) -> datetime | None:
+    if v is None:
+        return None
+    if v.tzinfo is None:
+        raise ValueError("timestamp needs an offset, e.g. 2026-10-01T00:00:00Z")
+    return v.astimezone(timezone.utc)
+
+
+class Period(_Strict):
+    start: datetime | None = None
+    end: datetime | None = None
+    timezone: str = "UTC"
+    currency: str = "USD"
+    source_timezone: str | None = None
+
+    _utc_start = field_validator("start", "end")(_utc)
+
+    @field_validator("timezone", "source_timezone")
+    @classmethod
+    def _known_zone(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                ZoneInfo(v)
+            except (ZoneInfoNotFoundError, ValueError) as exc:
+                raise ValueError(f"unknown time zone {v!r}") from exc
+        return v
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Period:
+        if self.start is not None and self.end is not None and self.end <= self.start:
+            raise ValueError("period.end must be after period.start")
+        return self
+
+
+class Boundary(_Strict):
+    name: Literal["energy_only", "narrow", "rental", "fully_loaded", "custom"] = "fully_loaded"
+    categories: tuple[str, ...] | None = None
+
+    @field_validator("categories")
+    @classmethod
+    def _known(cls, v: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if v is not None:
+            bad = [c for c in v if c not in CATEGORIES]
+            if bad:
+                raise ValueError(f"unknown categories {bad}; known: {list(CATEGORIES)}")
+        return v
+
+    @model_validator(mode="after")
+    def _custom_needs_categories(self) -> Boundary:
+        if self.name == "custom" and not self.categories:
+            raise ValueError("boundary name 'custom' needs a categories list")
+        if self.name != "custom" and self.categories is not None:
+            if tuple(self.categories) != BOUNDARY_PRESETS[self.name]:
+                raise ValueError(f"categories are only set with name = 'custom' (got preset {self.name!r})")
+        return self
+
+    @property
+    def included(self) -> tuple[str, ...]:
+        if self.name == "custom":
+            return tuple(self.categories or ())
+        return BOUNDARY_PRESETS[self.name]
+
+
+class Activity(_Strict):
+    mode: Literal["threshold", "weighted"] = "threshold"
+    threshold_pct: float = Field(5.0, ge=0, le=100)
+    max_sample_gap_s: float = Field(300, gt=0)
+
+
+class Energy(_Strict):
+    server_overhead: float = Field(1.3, ge=1.0)
+    pue: float = Field(1.2, ge=1.0)
+    flat_price_per_kwh: float = Field(0.12, ge=0)
+
+
+class TokenWeights(_Strict):
+    input: float = Field(1.0, ge=0)
+    cached_input: float = Field(0.1, ge=0)
+    output: float = Field(4.0, ge=0)
+
+
+class Allocation(_Strict):
+    idle: Literal["separate", "proportional"] = "separate"
+    drivers: dict[str, str] = Field(default_factory=dict)
+    inference_recharge: Literal["none", "tokens", "requests"] = "tokens"
+    token_split: Literal["phase_time", "weights"] = "phase_time"
+    token_weights: TokenWeights = TokenWeights()
+    shares: dict[str, float] = Field(default_factory=dict)
+
+    @field_validator("drivers")
+    @classmethod
+    def _known_drivers(cls, v: dict[str, str]) -> dict[str, str]:
+        for cat, drv in v.items():
+            if cat not in CATEGORIES:
+                raise ValueError(f"unknown category {cat!r} in drivers")
+            if drv not in DRIVERS:
+                raise ValueError(f"unknown driver {drv!r} for {cat!r}; known: {list(DRIVERS)}")
+        return v
+
+    @field_validator("shares")
+    @classmethod
+    def _positive_shares(cls, v: dict[str, float]) -> dict[str, float]:
+        for k, s in v.items():
+            if not s >= 0:
+                raise ValueError(f"share of {k!r} must be >= 0")
+        return v
+
+
+class Slo(_Strict):
+    ttft_ms: float = Field(2000, gt=0)
+    latency_ms: float = Field(30000, gt=0)
+
+
+class Config(_Strict):
+    period: Period = Period()
+    boundary: Boundary = Boundary()
+    activity: Activity = Activity()
+    energy: Energy = Energy()
+    allocation: Allocation = Allocation()
+    slo: Slo = Slo()
+    # Extension: exchange rates into period.currency, e.g. {"EUR" = 1.08}.
+    currency_rates: dict[str, float] = Field(default_factory=dict)
+
+
+def _key_path(loc: tuple) -> str:
+    return ".".join(str(p) for p in loc)
+
+
+def parse_config(data: dict) -> Config:
+    """Validate a config mapping; errors name the offending key."""
+    try:
+        return Config.model_validate(data)
+    except ValidationError as exc:
+        msgs = []
+        for err in exc.errors():
+            key = _key_path(err["loc"]) or "(top level)"
+            reason = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+            msgs.append(f"{key}: {reason}")
+        raise ConfigError("invalid config: " + "; ".join(msgs)) from None
+
+
+def load_config(path: str | Path | None) -> Config:
+    """Read a TOML config file; None gives the contract defaults."""
+    if path is None:
+        return Config()
+    p = Path(path)
+    try:
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{p}: not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"{p}: cannot read config: {exc}") from None
+    try:
+        return parse_config(data)
+    except ConfigError as exc:
+        raise ConfigError(f"{p}: {exc}") from None
+
+
+def dump_config(cfg: Config) -> str:
+    """The config as TOML text (for the Rules page's save)."""
+    lines: list[str] = []
+
+    def val(v) -> str:
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, (int, float)):
+            return repr(v)
+        if isinstance(v, datetime):
+            return v.isoformat().replace("+00:00", "Z")
+        if isinstance(v, (list, tuple)):
+            return "[" + ", ".join(val(x) for x in v) + "]"
+        if isinstance(v, dict):
+            return "{ " + ", ".join(f"{_toml_key(k)} = {val(x)}" for k, x in v.items()) + " }"
+        return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+    data = cfg.model_dump(exclude_none=True)
+    # Top-level keys must come before the first [table] in TOML.
+    if data.get("currency_rates"):
+        lines += [f"currency_rates = {val(data['currency_rates'])}", ""]
+    for section, body in data.items():
+        if section == "currency_rates":
+            continue
+        if isinstance(body, dict):
+            lines.append(f"[{section}]")
+            for k, v in body.items():
+                if isinstance(v, dict) and not v:
+                    continue
+                lines.append(f"{_toml_key(k)} = {val(v)}")
+            lines.append("")
+    return "\n".join(lines)
+
+
+def _toml_key(k: str) -> str:
+    return k if k.replace("_", "").replace("-", "").isalnum() else '"' + k.replace('"', '\\"') + '"'
