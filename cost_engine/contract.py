@@ -241,3 +241,27 @@ def empty(table: str) -> pl.DataFrame:
 
 REJECTED_SCHEMA = pl.Schema({"table": STR, "row": I64, "reason": STR})
 GAPS_SCHEMA = pl.Schema({"what": STR, "detail": STR})
+
+
+def make_frame(table: str, rows: list[dict]) -> pl.DataFrame:
+    """A canonical frame from Python dicts, defaults filled (for tests, importers and generators).
+
+    Timestamps may be datetimes or ISO strings with an offset. No validation beyond types:
+    untrusted input goes through bundle.validate_frame instead.
+    """
+    cols = TABLES[table]
+    data: dict[str, list] = {c.name: [] for c in cols}
+    for r in rows:
+        unknown = set(r) - set(data)
+        if unknown:
+            raise KeyError(f"{table}: unknown columns {sorted(unknown)}")
+        for c in cols:
+            v = r.get(c.name)
+            data[c.name].append(c.default if v is None else v)
+    out = []
+    for c in cols:
+        s = pl.Series(c.name, data[c.name])
+        if c.dtype == TS and s.dtype == pl.String:
+            s = s.str.to_datetime(time_zone="UTC", time_unit="us")
+        out.append(s.cast(c.dtype))
+    return pl.DataFrame(out) if rows else empty(table)

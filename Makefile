@@ -1,0 +1,45 @@
+# Set-up and everyday commands. Everything the project needs is installed from here.
+PY      ?= python3
+VENV    := .venv
+BIN     := $(VENV)/bin
+DB      ?= data/ailedger.duckdb
+BUNDLE  ?= sample_data/fleet-week
+PORT    ?= 8501
+
+.PHONY: setup test-setup run test bench chromium clean
+
+$(BIN)/ailedger: pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e .
+	touch $@
+
+setup: $(BIN)/ailedger
+
+$(VENV)/.test-extras: $(BIN)/ailedger
+	$(BIN)/python -m pip install --quiet -e '.[test,export]'
+	touch $@
+
+test-setup: $(VENV)/.test-extras chromium
+
+# Debian's Chromium for the browser tests (never a browser download of Playwright's own).
+chromium:
+	@if [ ! -x /usr/bin/chromium ]; then \
+	  echo "installing Debian's chromium"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; \
+	fi
+
+run: setup
+	mkdir -p $(dir $(DB))
+	$(BIN)/ailedger ingest $(BUNDLE) --db $(DB)
+	AILEDGER_SOURCE=$(DB) $(BIN)/streamlit run app.py --server.port $(PORT) --server.headless true
+
+test: test-setup
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile
+
+bench: setup
+	$(BIN)/python benchmarks/run.py
+
+clean:
+	rm -rf $(VENV) data .pytest_cache

@@ -1,0 +1,120 @@
+"""Telemetry samples laid onto the ledger's intervals: covered, active and util-weighted time, joules."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from .config import Activity
+from .contract import TS
+from .ledger import seconds
+
+
+def sample_intervals(telemetry: pl.DataFrame, max_gap_s: float) -> pl.DataFrame:
+    """Each sample stands for [ts, next ts) of its card, capped at max_gap_s; with its joules.
+
+    Energy: the counter delta when both ends exist, the interval is not capped and the
+    delta is >= 0; otherwise (reset, no counter, capped gap) power x time; unknown when
+    neither exists.
+    """
+    cap = pl.duration(microseconds=int(max_gap_s * 1_000_000))
+    t = telemetry.sort("gpu_id", "ts").with_columns(
+        pl.col("ts").shift(-1).over("gpu_id").alias("next_ts"),
+        pl.col("energy_j").shift(-1).over("gpu_id").alias("next_energy_j"),
+    )
+    t = t.with_columns(
+        pl.min_horizontal(pl.col("next_ts"), pl.col("ts") + cap).alias("t_end"),
+        (pl.col("next_ts").is_not_null() & (pl.col("next_ts") <= pl.col("ts") + cap)).alias("uncapped"),
+    ).with_columns(seconds(pl.col("t_end") - pl.col("ts")).alias("dt_s"))
+    delta = pl.col("next_energy_j") - pl.col("energy_j")
+    counter_ok = pl.col("uncapped") & delta.is_not_null() & (delta >= 0)
+    t = t.with_columns(
+        pl.when(counter_ok)
+        .then(delta)
+        .when(pl.col("power_w").is_not_null())
+        .then(pl.col("power_w") * pl.col("dt_s"))
+        .otherwise(None)
+        .alias("joules"),
+        (pl.col("uncapped") & delta.is_not_null() & (delta < 0)).alias("counter_reset"),
+    )
+    return t.filter(pl.col("dt_s") > 0).select(
+        "gpu_id", "ts", "t_end", "dt_s", "util_pct", "power_w", "joules", "counter_reset"
+    )
+
+
+def pieces(samples: pl.DataFrame, intervals: pl.DataFrame) -> pl.DataFrame:
+    """Cut sample intervals at the ledger's interval edges: one row per (sample, interval) overlap.
+
+    Most samples sit inside one interval; only those straddling an edge are expanded, so the
+    cost is linear in the telemetry (sorted as-of joins, no range join over all pairs).
+    """
+    iv = intervals.select("e_idx", "gpu_id", "t0", "t1").sort("gpu_id", "t0")
+    s = samples.sort("gpu_id", "ts").with_row_index("sample_idx")
+    s = s.join_asof(
+        iv.select("gpu_id", pl.col("t0").alias("ts"), pl.col("e_idx").alias("e_a")),
+        on="ts",
+        by="gpu_id",
+        strategy="backward",
+    )
+    # The interval that holds the last instant of the sample.
+    s = s.with_columns((pl.col("t_end") - pl.duration(microseconds=1)).alias("t_last")).sort("gpu_id", "t_last")
+    s = s.join_asof(
+        iv.select("gpu_id", pl.col("t0").alias("t_last"), pl.col("e_idx").alias("e_b")),
+        on="t_last",
+        by="gpu_id",
+        strategy="backward",
+    )
+    # A sample starting before the card's first interval starts at that first interval.
+    firsts = iv.group_by("gpu_id").agg(pl.col("e_idx").min().alias("e_min"))
+    s = (
+        s.drop_nulls("e_b")
+        .join(firsts, on="gpu_id", how="left")
+        .with_columns(pl.coalesce("e_a", "e_min").alias("e_a"))
+        .drop("e_min", "t_last")
+    )
+    simple = s.filter(pl.col("e_a") == pl.col("e_b")).rename({"e_a": "e_idx"}).drop("e_b")
+    spread = (
+        s.filter(pl.col("e_a") != pl.col("e_b"))
+        .with_columns(pl.int_ranges("e_a", pl.col("e_b") + 1).alias("e_idx"))
+        .explode("e_idx")
+        .drop("e_a", "e_b")
+    )
+    both = pl.concat([simple, spread.select(simple.columns)])
+    both = both.join(iv.select("e_idx", "t0", "t1"), on="e_idx").with_columns(
+        seconds(pl.min_horizontal("t_end", "t1") - pl.max_horizontal("ts", "t0")).alias("ov_s")
+    )
+    return both.filter(pl.col("ov_s") > 0).with_columns((pl.col("ov_s") / pl.col("dt_s")).alias("frac"))
+
+
+def interval_activity(
+    telemetry: pl.DataFrame, intervals: pl.DataFrame, rule: Activity
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Per ledger interval: covered_s, active_s, util_s (util% x s), joules, energy-known seconds.
+
+    Returns (per-interval frame, samples frame) — the samples feed the energy gaps report.
+    """
+    samples = sample_intervals(telemetry, rule.max_sample_gap_s)
+    p = pieces(samples, intervals)
+    if rule.mode == "threshold":
+        active = pl.when(pl.col("util_pct") >= rule.threshold_pct).then(pl.col("ov_s")).otherwise(0.0)
+    else:
+        active = pl.col("ov_s") * pl.col("util_pct") / 100.0
+    agg = p.group_by("e_idx").agg(
+        pl.col("ov_s").sum().alias("covered_s"),
+        active.sum().alias("active_s"),
+        (pl.col("ov_s") * pl.col("util_pct")).sum().alias("util_s"),
+        (pl.col("joules") * pl.col("frac")).sum().alias("joules"),
+        pl.when(pl.col("joules").is_not_null()).then(pl.col("ov_s")).otherwise(0.0).sum().alias("energy_s"),
+    )
+    out = intervals.select("e_idx").join(agg, on="e_idx", how="left").with_columns(
+        pl.col("covered_s", "active_s", "util_s", "joules", "energy_s").fill_null(0.0)
+    )
+    return out, samples
+
+
+def empty_activity(intervals: pl.DataFrame) -> pl.DataFrame:
+    return intervals.select("e_idx").with_columns(
+        *(pl.lit(0.0).alias(c) for c in ("covered_s", "active_s", "util_s", "joules", "energy_s"))
+    )
+
+
+__all__ = ["sample_intervals", "pieces", "interval_activity", "empty_activity", "TS"]

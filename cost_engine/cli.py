@@ -1,0 +1,196 @@
+"""The `ailedger` command: a thin click front over the engine (no formulas here)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from . import api
+from .config import ConfigError
+
+
+def _fail(msg: str) -> None:
+    click.echo(f"error: {msg}", err=True)
+    sys.exit(2)
+
+
+def _money(v) -> str:
+    return "-" if v is None else f"{v:,.2f}"
+
+
+def _hours(v) -> str:
+    return "-" if v is None else f"{v:,.1f}"
+
+
+def _pct(v) -> str:
+    return "-" if v is None else f"{100 * v:.1f}%"
+
+
+@click.group()
+@click.version_option(package_name="ailedger")
+def main() -> None:
+    """ailedger: what a tenant, a project or a model really costs."""
+
+
+def _compute(source: str, config: str | None):
+    from .bundle import BundleError
+
+    try:
+        return api.run(source, config)
+    except (ConfigError, BundleError, FileNotFoundError) as exc:
+        _fail(str(exc))
+    except ValueError as exc:
+        _fail(str(exc))
+
+
+@main.command()
+@click.argument("source", type=click.Path(exists=True))
+@click.option("--config", "config", type=click.Path(exists=True, dir_okay=False), help="TOML config (default: ailedger.toml in the bundle).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report object of the data contract.")
+@click.option("--top", default=5, show_default=True, help="Rows per ranking in the summary.")
+def report(source: str, config: str | None, as_json: bool, top: int) -> None:
+    """Report on a bundle folder or an ailedger DuckDB store."""
+    from .report import build_report
+
+    rep = build_report(_compute(source, config))
+    if as_json:
+        click.echo(json.dumps(rep, indent=2, default=str))
+        return
+    click.echo(render_summary(rep, top))
+
+
+def render_summary(rep: dict, top: int = 5) -> str:
+    """A terminal summary: totals, top tenants, idle by cause, reconciliation."""
+    t, p, cur = rep["totals"], rep["period"], rep["period"]["currency"]
+    lines = [
+        f"ailedger report  {p['start']} .. {p['end']}  ({p['timezone']}, {cur})",
+        f"boundary: {rep['boundary']['name']} ({', '.join(rep['boundary']['categories'])})",
+        "",
+        "GPU-hours    available {:>12}   allocated {:>12}   active {:>12}".format(
+            _hours(t["available_gpu_hours"]), _hours(t["allocated_gpu_hours"]), _hours(t["active_gpu_hours"])),
+        "             allocation rate {:>7}   idle rate {:>7}   avg util {:>6}   telemetry coverage {:>7}".format(
+            _pct(t["allocation_rate"]), _pct(t["idle_rate"]),
+            "-" if t["avg_util_pct"] is None else f"{t['avg_util_pct']:.1f}%", _pct(t["telemetry_coverage"])),
+        f"cost         {_money(t['cost'])} {cur}   per GPU-hour {_money(t['cost_per_gpu_hour'])}"
+        f"   per allocated GPU-hour {_money(t['cost_per_allocated_gpu_hour'])}",
+        f"energy       {_hours(t['energy_kwh_gpu'])} kWh GPU   {_hours(t['energy_kwh_facility'])} kWh facility"
+        f"   energy cost {_money(t['energy_cost'])}",
+        f"tokens       {t['input_tokens']:,} in   {t['cached_input_tokens']:,} cached   {t['output_tokens']:,} out"
+        f"   {t['requests']:,} requests   $/1M tokens {_money(t['cost_per_million_tokens'])}",
+        "",
+        f"top tenants by cost ({cur})",
+    ]
+    for r in rep["by_tenant"][:top]:
+        lines.append(f"  {r['tenant']:<24} {_money(r['cost']):>14}   {_hours(r['allocated_gpu_hours']):>10} GPU-h")
+    lines.append("")
+    lines.append("idle by cause")
+    for r in rep["idle"]:
+        lines.append(f"  {r['kind']:<12} {r['cause']:<20} {_hours(r['gpu_hours']):>10} GPU-h {_money(r['cost']):>14}")
+    rc = rep["reconciliation"]
+    lines += [
+        "",
+        "reconciliation",
+        f"  input cost   {_money(rc['input_cost']):>14}",
+        f"  attributed   {_money(rc['attributed']):>14}",
+        f"  idle         {_money(rc['idle']):>14}",
+        f"  unattributed {_money(rc['unattributed']):>14}",
+        f"  difference   {rc['difference']:>14.6f}",
+    ]
+    if rep["unattributed"]:
+        lines.append("unattributed keys: " + ", ".join(f"{u['source']}:{u['key']} ({_money(u['cost'])})" for u in rep["unattributed"]))
+    if rep["rejected"]:
+        lines.append(f"rejected rows: {len(rep['rejected'])} (see --json)")
+    if rep["gaps"]:
+        lines.append(f"gaps: {len(rep['gaps'])}: " + "; ".join(g["what"] for g in rep["gaps"][:6]))
+    return "\n".join(lines)
+
+
+@main.command()
+@click.argument("bundle", type=click.Path(exists=True, file_okay=False))
+@click.option("--db", required=True, type=click.Path(dir_okay=False), help="DuckDB store file (created if missing).")
+@click.option("--config", "config", type=click.Path(exists=True, dir_okay=False))
+@click.option("--replace", is_flag=True, help="Let records with a known id and new content replace the stored ones.")
+def ingest(bundle: str, db: str, config: str | None, replace: bool) -> None:
+    """Load a bundle folder into a DuckDB store (one transaction, idempotent)."""
+    from . import store
+    from .bundle import BundleError, read_bundle
+    from .config import load_config
+
+    try:
+        cfg = load_config(api.find_config(bundle, config))
+        b = read_bundle(bundle, cfg)
+    except (ConfigError, BundleError) as exc:
+        _fail(str(exc))
+    total = sum(f.height for f in b.tables.values())
+    with click.progressbar(length=total, label="ingesting", file=sys.stderr) as bar:
+        seen: dict[str, int] = {}
+
+        def progress(table: str, done: int, _total: int) -> None:
+            bar.update(done - seen.get(table, 0))
+            seen[table] = done
+
+        try:
+            result = store.ingest(db, b, replace=replace, progress=progress)
+        except store.StoreConflict as exc:
+            _fail(f"{exc} (nothing was written; use --replace to overwrite)")
+    cfg_src = api.find_config(bundle, config)
+    if cfg_src is not None:
+        # Keep the bundle's config beside the store so `ailedger report FILE` reads the same period.
+        Path(db).with_suffix(".toml").write_text(Path(cfg_src).read_text(encoding="utf-8"), encoding="utf-8")
+    click.echo(store.describe_result(result) if hasattr(store, "describe_result") else str(result))
+    if b.rejected.height:
+        click.echo(f"{b.rejected.height} rows rejected (kept in the store's rejected table):")
+        for r in b.rejected.head(20).iter_rows(named=True):
+            click.echo(f"  {r['file'] or r['table']} row {r['row']}: {r['reason']}")
+
+
+@main.command()
+@click.argument("source", type=click.Path(exists=True))
+@click.option("--config", "config", type=click.Path(exists=True, dir_okay=False))
+@click.option("--tenant")
+@click.option("--project")
+@click.option("--model")
+@click.option("--json", "as_json", is_flag=True)
+@click.option("--limit", default=20, show_default=True)
+def explain(source: str, config: str | None, tenant, project, model, as_json: bool, limit: int) -> None:
+    """The raw records behind a tenant's, project's or model's figure."""
+    from .lineage import explain as explain_
+
+    if not (tenant or project or model):
+        _fail("name a --tenant, --project or --model")
+    ex = explain_(_compute(source, config), tenant=tenant, project=project, model=model)
+    if as_json:
+        click.echo(json.dumps({
+            "total_cost": ex.total_cost,
+            "allocations": ex.allocations.to_dicts(),
+            "costs": ex.costs.to_dicts(),
+            "requests": ex.requests.head(limit).to_dicts(),
+            "requests_total": ex.requests.height,
+        }, indent=2, default=str))
+        return
+    who = " / ".join(x for x in (tenant, project, model) if x)
+    click.echo(f"{who}: cost {ex.total_cost:,.2f}")
+    click.echo(f"\nallocations ({ex.allocations.height})")
+    for r in ex.allocations.head(limit).iter_rows(named=True):
+        click.echo(f"  {r['allocation_id']:<16} {r['gpu_id'] or '':<18} {r['allocated_gpu_hours']:>9.2f} GPU-h {r['cost']:>12,.2f}")
+    click.echo(f"\ncost records ({ex.costs.height})")
+    for r in ex.costs.head(limit).iter_rows(named=True):
+        click.echo(f"  {r['cost_id']:<24} {r['category']:<14} {r['origin']:<16} {r['cost']:>12,.2f}")
+    click.echo(f"\nrequests ({ex.requests.height})")
+    for r in ex.requests.head(limit).iter_rows(named=True):
+        click.echo(f"  {r['request_id']:<20} {r['model']:<20} in {r['input_tokens']:>7} out {r['output_tokens']:>7} {r['status']}")
+
+
+def _register_optional() -> None:
+    """Subcommands that live in their own modules."""
+    try:
+        from .scenario_cli import scenario
+    except ImportError:  # pragma: no cover - module not present
+        return
+    main.add_command(scenario)
+
+
+_register_optional()

@@ -1,0 +1,221 @@
+"""The pipeline: a validated bundle and a config in, every frame the report and the dashboard read out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from . import activity, allocation, idle, tokens
+from .bundle import Bundle
+from .config import Config
+from .contract import IDLE, TS
+from .ledger import Ledger, Period, build_ledger, cards_frame, clip, day_edges, resolve_period
+from .ownership import Ownership
+
+J_PER_KWH = 3_600_000.0
+
+
+@dataclass
+class Computation:
+    """Everything computed for one (bundle, config): the report and drill-downs read from here."""
+
+    config: Config
+    period: Period
+    ledger: Ledger
+    ownership: Ownership
+    seg: pl.DataFrame  # enriched segments (see enrich_segments)
+    money: pl.DataFrame  # final destination of every dollar (allocation.MONEY_SCHEMA)
+    money_before_recharge: pl.DataFrame
+    inputs: pl.DataFrame  # input side of the reconciliation
+    cost_rates: pl.DataFrame  # per cost row: rate per driver unit (lineage)
+    requests: pl.DataFrame  # requests in the period, resolved
+    models: pl.DataFrame  # by_model table
+    idle: pl.DataFrame  # idle pieces with cause (s_idx, kind, cause, gpu_hours, idle_frac)
+    samples: pl.DataFrame  # telemetry sample intervals (for gaps and timelines)
+    allocations: pl.DataFrame  # allocations in the period, resolved
+    bundle: Bundle
+    rejected: pl.DataFrame
+    gaps: list[tuple[str, str]] = field(default_factory=list)
+
+
+def _global_points(bundle: Bundle, period: Period) -> list:
+    """Instants every card is cut at, so spans, buckets and annotations are unions of segments."""
+    cols = [
+        pl.Series(day_edges(period), dtype=TS),
+        bundle["costs"]["start"],
+        bundle["costs"]["end"],
+        bundle["rates"]["start"].drop_nulls(),
+        bundle["rates"]["end"].drop_nulls(),
+        bundle["tariffs"]["start"],
+        bundle["tariffs"]["end"],
+        bundle["events"]["start"],
+        bundle["events"]["end"],
+        bundle["queue"]["submit"],
+        bundle["queue"]["start"].drop_nulls(),
+    ]
+    s = pl.concat([c.cast(TS).rename("t") for c in cols])
+    return s.filter((s > period.start) & (s < period.end)).unique().to_list()
+
+
+def _tariff_per_interval(intervals: pl.DataFrame, tariffs: pl.DataFrame, flat: float) -> pl.DataFrame:
+    """Price (and carbon) in force at each interval; tariff edges are cut points, so one per interval."""
+    if tariffs.height == 0:
+        return intervals.select("e_idx").with_columns(
+            pl.lit(flat).alias("price_kwh"), pl.lit(None, dtype=pl.Float64).alias("carbon_g_per_kwh")
+        )
+    t = tariffs.sort("start").select(pl.col("start").alias("t0"), "end", "price_per_kwh", "carbon_g_per_kwh")
+    out = intervals.select("e_idx", "t0").sort("t0").join_asof(t, on="t0", strategy="backward")
+    return out.select(
+        "e_idx",
+        pl.when(pl.col("end") > pl.col("t0")).then(pl.col("price_per_kwh")).otherwise(flat).alias("price_kwh"),
+        pl.when(pl.col("end") > pl.col("t0")).then(pl.col("carbon_g_per_kwh")).alias("carbon_g_per_kwh"),
+    )
+
+
+def compute(bundle: Bundle, config: Config) -> Computation:
+    gaps: list[tuple[str, str]] = list(bundle.notes)
+    rejected = [bundle.rejected.select("table", "row", "reason")]
+    period = resolve_period(config, bundle["allocations"])
+    own = Ownership.from_tables(bundle["owners"], bundle["aliases"])
+    if own.identity:
+        gaps.append(("ownership", "no owners or aliases tables: owner keys are used as project and tenant ids"))
+    for p in own.tenants_without_owner_row():
+        gaps.append(("ownership", f"project {p!r} appears only in aliases; its tenant is unknown"))
+
+    cards, has_inventory = cards_frame(bundle["inventory"], bundle["allocations"], period)
+    if not has_inventory:
+        gaps.append(("inventory", "no inventory table: available capacity, unallocated time and rates are unknown"))
+    alloc = clip(bundle["allocations"], "start", "end", period.start, period.end)
+    if has_inventory:
+        unknown = alloc.join(cards.select("gpu_id"), on="gpu_id", how="anti")
+        unknown = unknown.join(bundle["inventory"].select("gpu_id"), on="gpu_id", how="anti")
+        if unknown.height:
+            rejected.append(
+                unknown.select(
+                    pl.lit("allocations").alias("table"),
+                    pl.lit(None, dtype=pl.Int64).alias("row"),
+                    (pl.lit("allocation ") + pl.col("allocation_id") + pl.lit(": gpu_id ") + pl.col("gpu_id")
+                     + pl.lit(" is not in the inventory")).alias("reason"),
+                )
+            )
+            alloc = alloc.join(unknown.select("allocation_id"), on="allocation_id", how="anti")
+
+    ledger = build_ledger(cards, has_inventory, alloc, period, _global_points(bundle, period))
+    for row in (
+        ledger.conflicts.group_by("gpu_id")
+        .agg(
+            (pl.col("t1") - pl.col("t0")).dt.total_seconds().sum().alias("s"),
+            pl.col("share_sum").max(),
+            pl.col("t0").min(),
+        )
+        .sort("gpu_id")
+        .iter_rows(named=True)
+    ):
+        gaps.append(
+            ("over-allocation",
+             f"{row['gpu_id']}: shares sum to {row['share_sum']:g} for {row['s'] / 3600:.2f} h from {row['t0']:%Y-%m-%d %H:%M}Z; split pro rata")
+        )
+
+    tele = bundle["telemetry"].join(cards.select("gpu_id"), on="gpu_id", how="semi")
+    if bundle["telemetry"].height > tele.height:
+        gaps.append(("telemetry", f"{bundle['telemetry'].height - tele.height} samples of cards outside the inventory ignored"))
+    if tele.height:
+        act, samples = activity.interval_activity(tele, ledger.intervals, config.activity)
+        resets = samples.filter(pl.col("counter_reset"))
+        for r in resets.head(10).iter_rows(named=True):
+            gaps.append(("energy counter reset", f"{r['gpu_id']} at {r['ts']:%Y-%m-%d %H:%M:%S}Z: that interval uses power x time"))
+    else:
+        act, samples = activity.empty_activity(ledger.intervals), activity.sample_intervals(tele, 1)
+        gaps.append(("telemetry", "no telemetry: active hours, utilization and energy are unknown"))
+
+    allocs = own.resolve(alloc.select("allocation_id", "owner", "source", "workload", "job_id", "model", "gpu_id",
+                                      "start", "end", "share", "requested_gpus"))
+    seg = enrich_segments(ledger, act, allocs, bundle["tariffs"], config)
+    req = tokens.prepare_requests(bundle["requests"], period, config, own.resolve, ledger.slots)
+    no_latency = req.filter(pl.col("latency_ms").is_null() | pl.col("ttft_ms").is_null())
+    if no_latency.height:
+        gaps.append(("latency missing", f"{no_latency.height} requests without ttft or latency count as meeting the SLO"))
+    weights = req.select("slot", "project", "tenant", "owner", "source", "tokens_w", "requests")
+
+    spread = allocation.spread_costs(
+        seg, bundle["costs"], bundle["rates"], weights, ledger.slots, period, config, own.resolve
+    )
+    gaps += spread.gaps
+    money = spread.money
+    if config.allocation.idle == "proportional":
+        money = charge_idle_to_owners(money, seg)
+    money_before = money
+    money = tokens.recharge(money, req, config)
+    models, mgaps = tokens.model_table(money_before, seg, req, config)
+    gaps += mgaps
+    idle_pieces = idle.classify(seg, bundle["events"], bundle["queue"], period)
+
+    coverage_gap = seg.filter(pl.col("allocation_id").is_not_null()).select(
+        (pl.col("alloc_h") - pl.col("covered_h")).sum()
+    ).item()
+    if coverage_gap and coverage_gap > 1e-9 and tele.height:
+        gaps.append(("telemetry coverage", f"{coverage_gap:.2f} allocated GPU-hours have no telemetry (neither active nor idle)"))
+    no_energy = seg.filter((pl.col("covered_h") > 0) & (pl.col("energy_s") < pl.col("covered_s") - 1e-6))
+    if no_energy.height:
+        cards_no_e = no_energy["gpu_id"].unique().sort()
+        gaps.append(("energy unknown", f"{cards_no_e.len()} cards report no power or energy counter for some samples: "
+                     + ", ".join(cards_no_e.head(5).to_list())))
+
+    return Computation(
+        config=config, period=period, ledger=ledger, ownership=own, seg=seg, money=money,
+        money_before_recharge=money_before, inputs=spread.inputs, cost_rates=spread.cost_rates,
+        requests=req, models=models, idle=idle_pieces, samples=samples, allocations=allocs, bundle=bundle,
+        rejected=pl.concat(rejected), gaps=gaps,
+    )
+
+
+def enrich_segments(
+    ledger: Ledger, act: pl.DataFrame, allocs: pl.DataFrame, tariffs: pl.DataFrame, config: Config
+) -> pl.DataFrame:
+    """Segments with owners, driver quantities, energy and the tariff in force."""
+    e = config.energy
+    price = _tariff_per_interval(ledger.intervals, tariffs, e.flat_price_per_kwh)
+    seg = (
+        ledger.segments.join(act, on="e_idx", how="left")
+        .join(price, on="e_idx", how="left")
+        .join(
+            allocs.select("allocation_id", "owner", "source", "workload", "job_id", "model", "project", "tenant"),
+            on="allocation_id",
+            how="left",
+        )
+    )
+    share = pl.col("capacity") * pl.col("eff") / 3600
+    seg = seg.with_columns(
+        pl.when(pl.col("allocation_id").is_not_null()).then(pl.col("cap_h")).otherwise(0.0).alias("alloc_h"),
+        (share * pl.col("covered_s")).alias("covered_h"),
+        pl.when(pl.col("allocation_id").is_not_null()).then(share * pl.col("active_s")).otherwise(0.0).alias("active_h"),
+        pl.when(pl.col("allocation_id").is_not_null())
+        .then(share * pl.col("util_s") / 100.0)
+        .otherwise(0.0)
+        .alias("util_h"),
+        (pl.col("eff") * pl.col("joules")).alias("joules"),
+    ).with_columns(
+        (pl.col("joules") / J_PER_KWH).alias("kwh_gpu"),
+        (pl.col("joules") / J_PER_KWH * e.server_overhead * e.pue).alias("kwh_fac"),
+    )
+    return seg
+
+
+def charge_idle_to_owners(money: pl.DataFrame, seg: pl.DataFrame) -> pl.DataFrame:
+    """idle = proportional: each pool's idle cost onto the pool's allocations by allocated GPU-hours."""
+    weights = (
+        seg.filter(pl.col("allocation_id").is_not_null())
+        .group_by("pool", "allocation_id", "day", "owner", "source", "project", "tenant", "model", "workload")
+        .agg(pl.col("alloc_h").sum().alias("w"))
+        .with_columns((pl.col("w") / pl.col("w").sum().over("pool")).alias("f"))
+    )
+    pools_with_owners = set(weights["pool"].drop_nulls().unique().to_list())
+    movable = (pl.col("dest") == IDLE) & pl.col("pool").is_in(sorted(pools_with_owners))
+    idle_pool = money.filter(movable).group_by("pool", "category", "origin").agg(pl.col("amount").sum())
+    moved = (
+        idle_pool.join(weights, on="pool")
+        .with_columns((pl.col("amount") * pl.col("f")).alias("amount"), (pl.col("origin") + "+idle").alias("origin"))
+    )
+    moved = allocation.destination(moved)
+    return pl.concat([money.filter(~movable), allocation._money_frame(moved)])

@@ -1,0 +1,256 @@
+"""The card-time ledger: each card's in-service time cut into segments with exactly one holder each.
+
+Every GPU-hour, joule and dollar of the engine is a sum over these segments, so nothing is
+counted twice and reconciliation holds by construction (see docs/engine.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+import polars as pl
+
+from .config import Config
+from .contract import TS
+
+US_PER_S = 1_000_000
+
+
+@dataclass(frozen=True)
+class Period:
+    start: datetime
+    end: datetime
+    timezone: str
+    currency: str
+
+    @property
+    def hours(self) -> float:
+        return (self.end - self.start).total_seconds() / 3600
+
+
+def resolve_period(config: Config, allocations: pl.DataFrame) -> Period:
+    """The reporting period: the config's, or the whole UTC days the allocations cover."""
+    p = config.period
+    start, end = p.start, p.end
+    if start is None or end is None:
+        if allocations.height == 0:
+            raise ValueError("no period in the config and no allocations to infer one from")
+        lo = allocations["start"].min()
+        hi = allocations["end"].max()
+        day0 = datetime(lo.year, lo.month, lo.day, tzinfo=timezone.utc)
+        day1 = datetime(hi.year, hi.month, hi.day, tzinfo=timezone.utc)
+        if day1 < hi:
+            day1 += timedelta(days=1)
+        start = start or day0
+        end = end or day1
+        if end <= start:
+            raise ValueError(f"inferred period is empty: {start} .. {end}")
+    return Period(start=start, end=end, timezone=p.timezone, currency=p.currency)
+
+
+def seconds(expr: pl.Expr) -> pl.Expr:
+    """A duration expression in seconds as Float64."""
+    return expr.dt.total_microseconds().cast(pl.Float64) / US_PER_S
+
+
+def clip(frame: pl.DataFrame, start: str, end: str, lo, hi) -> pl.DataFrame:
+    """Clip [start, end) to [lo, hi) and drop rows that fall outside entirely."""
+    lo_e = lo if isinstance(lo, pl.Expr) else pl.lit(lo, dtype=TS)
+    hi_e = hi if isinstance(hi, pl.Expr) else pl.lit(hi, dtype=TS)
+    return frame.with_columns(
+        pl.max_horizontal(pl.col(start), lo_e).alias(start),
+        pl.min_horizontal(pl.col(end), hi_e).alias(end),
+    ).filter(pl.col(end) > pl.col(start))
+
+
+def day_edges(period: Period) -> list[datetime]:
+    """Midnights of period.timezone inside the period, as UTC instants."""
+    from zoneinfo import ZoneInfo
+
+    tz = ZoneInfo(period.timezone)
+    local = period.start.astimezone(tz)
+    day = datetime(local.year, local.month, local.day, tzinfo=tz)
+    out = []
+    while True:
+        day = (day.replace(tzinfo=None) + timedelta(days=1)).replace(tzinfo=tz)
+        # Re-normalise through UTC so DST days are 23 or 25 hours long.
+        utc = day.astimezone(timezone.utc)
+        if utc >= period.end:
+            break
+        out.append(utc)
+    return out
+
+
+def cards_frame(inventory: pl.DataFrame, allocations: pl.DataFrame, period: Period) -> tuple[pl.DataFrame, bool]:
+    """Cards with their in-service window clipped to the period.
+
+    Without an inventory the cards are the ones allocations name, "in service" only while
+    allocated: available capacity is then unknown (a gap), never invented.
+    """
+    if inventory.height:
+        cards = inventory.with_columns(
+            pl.col("in_service_start").fill_null(pl.lit(period.start, dtype=TS)).alias("svc_start"),
+            pl.col("in_service_end").fill_null(pl.lit(period.end, dtype=TS)).alias("svc_end"),
+            pl.col("capacity").fill_null(1.0),
+        )
+        cards = clip(cards, "svc_start", "svc_end", period.start, period.end)
+        return cards.select("gpu_id", "pool", "node", "accelerator", "capacity", "svc_start", "svc_end"), True
+    cards = (
+        clip(allocations, "start", "end", period.start, period.end)
+        .group_by("gpu_id")
+        .agg(pl.col("start").min().alias("svc_start"), pl.col("end").max().alias("svc_end"))
+        .with_columns(
+            pl.lit(None, dtype=pl.String).alias("pool"),
+            pl.lit(None, dtype=pl.String).alias("node"),
+            pl.lit(None, dtype=pl.String).alias("accelerator"),
+            pl.lit(1.0).alias("capacity"),
+        )
+    )
+    return cards.select("gpu_id", "pool", "node", "accelerator", "capacity", "svc_start", "svc_end"), False
+
+
+@dataclass
+class Ledger:
+    """The segments and what they were cut from."""
+
+    period: Period
+    cards: pl.DataFrame  # gpu_id, pool, node, accelerator, capacity, svc_start, svc_end
+    has_inventory: bool
+    # elementary intervals: e_idx, gpu_id, t0, t1, dur_s, slot, day, share_sum
+    intervals: pl.DataFrame
+    # segments: s_idx, e_idx, gpu_id, pool, node, accelerator, capacity, t0, t1, dur_s, slot, day,
+    #           allocation_id (null = unallocated), eff (share after conflict split), cap_h
+    segments: pl.DataFrame
+    # global cut points (sorted, include the period edges) -> slot k = [g[k], g[k+1])
+    slots: pl.DataFrame  # slot, g0, g1
+    conflicts: pl.DataFrame  # gpu_id, t0, t1, share_sum
+
+
+def build_ledger(
+    cards: pl.DataFrame,
+    has_inventory: bool,
+    allocations: pl.DataFrame,
+    period: Period,
+    global_points: list[datetime] | pl.Series,
+) -> Ledger:
+    """Cut every card's in-service time at all edges and give each piece its holders.
+
+    `allocations` must already be clipped to the period and restricted to known cards.
+    `global_points` are instants every card is cut at (days, cost spans, tariffs, events),
+    so any cost span or bucket is an exact union of segments.
+    """
+    g = (
+        pl.concat(
+            [
+                pl.Series("t", list(global_points), dtype=TS),
+                pl.Series("t", [period.start, period.end], dtype=TS),
+            ]
+        )
+        .to_frame()
+        .filter((pl.col("t") >= pl.lit(period.start, dtype=TS)) & (pl.col("t") <= pl.lit(period.end, dtype=TS)))
+        .unique()
+        .sort("t")
+    )
+    slots = g.with_columns(pl.col("t").shift(-1).alias("g1")).rename({"t": "g0"}).drop_nulls("g1")
+    slots = slots.with_row_index("slot").with_columns(pl.col("slot").cast(pl.Int64))
+
+    # Clip allocations to their card's in-service window (time outside it has no capacity).
+    alloc = (
+        allocations.join(cards.select("gpu_id", "svc_start", "svc_end"), on="gpu_id", how="inner")
+        .with_columns(
+            pl.max_horizontal("start", "svc_start").alias("a0"),
+            pl.min_horizontal("end", "svc_end").alias("a1"),
+        )
+        .filter(pl.col("a1") > pl.col("a0"))
+    )
+
+    card_points = pl.concat(
+        [
+            cards.select("gpu_id", pl.col("svc_start").alias("t")),
+            cards.select("gpu_id", pl.col("svc_end").alias("t")),
+            alloc.select("gpu_id", pl.col("a0").alias("t")),
+            alloc.select("gpu_id", pl.col("a1").alias("t")),
+            cards.join(g, how="cross")
+            .filter((pl.col("t") > pl.col("svc_start")) & (pl.col("t") < pl.col("svc_end")))
+            .select("gpu_id", "t"),
+        ]
+    )
+    intervals = (
+        card_points.unique()
+        .sort("gpu_id", "t")
+        .with_columns(pl.col("t").shift(-1).over("gpu_id").alias("t1"))
+        .drop_nulls("t1")
+        .rename({"t": "t0"})
+        # Without an inventory a card is "in service" only while held: drop the holes.
+        .join(cards.select("gpu_id", "svc_start", "svc_end"), on="gpu_id")
+        .filter((pl.col("t0") >= pl.col("svc_start")) & (pl.col("t1") <= pl.col("svc_end")))
+        .drop("svc_start", "svc_end")
+        .sort("gpu_id", "t0")
+        .with_row_index("e_idx")
+        .with_columns(pl.col("e_idx").cast(pl.Int64), seconds(pl.col("t1") - pl.col("t0")).alias("dur_s"))
+    )
+    intervals = (
+        intervals.sort("t0")
+        .join_asof(slots.select("slot", "g0"), left_on="t0", right_on="g0", strategy="backward")
+        .drop("g0")
+        .sort("e_idx")
+    )
+    intervals = intervals.with_columns(
+        pl.col("t0").dt.convert_time_zone(period.timezone).dt.date().alias("day")
+    )
+
+    # Each allocation covers a contiguous run of intervals of its card: find the first and
+    # last by exact edge match, then expand the index range (linear in the output).
+    first = intervals.select("gpu_id", pl.col("t0").alias("a0"), pl.col("e_idx").alias("e_first"))
+    last = intervals.select("gpu_id", pl.col("t1").alias("a1"), pl.col("e_idx").alias("e_last"))
+    held = (
+        alloc.select("allocation_id", "gpu_id", "a0", "a1", "share")
+        .join(first, on=["gpu_id", "a0"], how="left")
+        .join(last, on=["gpu_id", "a1"], how="left")
+    )
+    held = (
+        held.drop_nulls(["e_first", "e_last"])
+        .with_columns(pl.int_ranges("e_first", pl.col("e_last") + 1).alias("e_idx"))
+        .explode("e_idx")
+        .select("e_idx", "allocation_id", "share")
+    )
+    sums = held.group_by("e_idx").agg(pl.col("share").sum().alias("share_sum"))
+    intervals = intervals.join(sums, on="e_idx", how="left").with_columns(pl.col("share_sum").fill_null(0.0))
+
+    # Over-allocated instants are split pro rata to the shares (nothing counted twice).
+    held = held.join(intervals.select("e_idx", "share_sum"), on="e_idx").with_columns(
+        pl.when(pl.col("share_sum") > 1.0)
+        .then(pl.col("share") / pl.col("share_sum"))
+        .otherwise(pl.col("share"))
+        .alias("eff")
+    )
+    free = intervals.filter(pl.col("share_sum") < 1.0 - 1e-12).select(
+        "e_idx", pl.lit(None, dtype=pl.String).alias("allocation_id"), (1.0 - pl.col("share_sum")).alias("eff")
+    )
+    if not has_inventory:
+        # Capacity is unknown: the unheld part of a card is not "available", so it is not idle.
+        free = free.clear()
+
+    card_cols = cards.select("gpu_id", "pool", "node", "accelerator", "capacity")
+    segments = (
+        pl.concat([held.select("e_idx", "allocation_id", "eff"), free])
+        .join(intervals.select("e_idx", "gpu_id", "t0", "t1", "dur_s", "slot", "day"), on="e_idx")
+        .join(card_cols, on="gpu_id")
+        .sort("e_idx", "allocation_id", nulls_last=True)
+        .with_row_index("s_idx")
+        .with_columns(
+            pl.col("s_idx").cast(pl.Int64),
+            (pl.col("capacity") * pl.col("eff") * pl.col("dur_s") / 3600).alias("cap_h"),
+        )
+    )
+    conflicts = intervals.filter(pl.col("share_sum") > 1.0 + 1e-9).select("gpu_id", "t0", "t1", "share_sum")
+    return Ledger(
+        period=period,
+        cards=cards,
+        has_inventory=has_inventory,
+        intervals=intervals,
+        segments=segments,
+        slots=slots,
+        conflicts=conflicts,
+    )

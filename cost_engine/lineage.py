@@ -1,0 +1,121 @@
+"""Lineage: the raw records (allocations, cost rows, requests) behind any tenant, project or model figure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from .allocation import SEGMENT_DRIVERS
+from .engine import Computation
+
+
+@dataclass
+class Explanation:
+    allocations: pl.DataFrame  # allocation_id, gpu_id, model, workload, allocated_gpu_hours, active_gpu_hours, cost
+    costs: pl.DataFrame  # cost_id, category, origin, cost (what each input record contributed)
+    requests: pl.DataFrame  # request_id, ts, model, tokens, status
+    total_cost: float
+
+
+def _filter(comp: Computation, tenant: str | None, project: str | None, model: str | None) -> pl.Expr:
+    e = pl.lit(True)
+    if tenant is not None:
+        e = e & (pl.col("tenant") == tenant)
+    if project is not None:
+        e = e & (pl.col("project") == project)
+    if model is not None:
+        e = e & (pl.col("model") == model)
+    return e
+
+
+def explain(
+    comp: Computation, *, tenant: str | None = None, project: str | None = None, model: str | None = None
+) -> Explanation:
+    """Records behind the figure of a tenant, a project or a model (any combination narrows it).
+
+    For a model the cost is that of the allocations serving it (before recharge); for an owner,
+    the cost that landed on it (after recharge and idle chargeback).
+    """
+    if model is not None and tenant is None and project is None:
+        money = comp.money_before_recharge.filter(
+            (pl.col("model") == model) & (pl.col("workload") == "inference") & (pl.col("dest") != "idle")
+        )
+        seg = comp.seg.filter((pl.col("model") == model) & (pl.col("workload") == "inference"))
+        reqs = comp.requests.filter(pl.col("model") == model)
+    else:
+        f = _filter(comp, tenant, project, model)
+        money = comp.money.filter((pl.col("dest") == "owner") & f)
+        seg = comp.seg.filter(pl.col("project").is_not_null() & f)
+        reqs = comp.requests.filter(pl.col("project").is_not_null() & f)
+
+    hours = seg.group_by("allocation_id").agg(
+        pl.col("gpu_id").first(), pl.col("alloc_h").sum().alias("allocated_gpu_hours"),
+        pl.col("active_h").sum().alias("active_gpu_hours"),
+    )
+    alloc_cost = money.filter(pl.col("allocation_id").is_not_null()).group_by("allocation_id").agg(
+        pl.col("amount").sum().alias("cost"), pl.col("model").first(), pl.col("workload").first(),
+        pl.col("gpu_id").first().alias("_gpu"),
+    )
+    allocations = (
+        hours.join(alloc_cost, on="allocation_id", how="full", coalesce=True)
+        .with_columns(
+            pl.coalesce("gpu_id", "_gpu").alias("gpu_id"),
+            pl.col("cost", "allocated_gpu_hours", "active_gpu_hours").fill_null(0.0),
+        )
+        .drop("_gpu")
+        .join(comp.allocations.select("allocation_id", pl.col("model").alias("_m"), pl.col("workload").alias("_w"),
+                                      "job_id", "owner", "source", "start", "end"), on="allocation_id", how="left")
+        .with_columns(pl.coalesce("model", "_m").alias("model"), pl.coalesce("workload", "_w").alias("workload"))
+        .drop("_m", "_w")
+        .sort(["cost", "allocation_id"], descending=[True, False])
+    )
+    costs = _cost_contributions(comp, money)
+    requests = reqs.select("request_id", "ts", "model", "owner", "source", "project", "input_tokens",
+                           "cached_input_tokens", "output_tokens", "requests", "status", "good").sort("ts")
+    return Explanation(allocations=allocations, costs=costs, requests=requests,
+                       total_cost=float(money["amount"].sum()))
+
+
+def _cost_contributions(comp: Computation, money: pl.DataFrame) -> pl.DataFrame:
+    """Split the entity's money rows back onto the input records (cost ids, rates, energy)."""
+    named = money.filter(pl.col("cost_id").is_not_null()).group_by("cost_id", "category", "origin").agg(
+        pl.col("amount").sum().alias("cost")
+    )
+    energy = money.filter(pl.col("origin").str.starts_with("energy")).group_by("category", "origin").agg(
+        pl.col("amount").sum().alias("cost")
+    ).with_columns(pl.lit("measured energy").alias("cost_id"))
+    # Segment money was spread with one summed rate per (pool, slot, driver, category); divide
+    # each segment's amount over the cost rows in force by their share of that rate x quantity.
+    seg_money = money.filter(
+        pl.col("s_idx").is_not_null() & pl.col("cost_id").is_null() & ~pl.col("origin").str.starts_with("energy")
+    )
+    parts = []
+    if seg_money.height and comp.cost_rates.height:
+        sm = seg_money.group_by("s_idx", "category").agg(pl.col("amount").sum())
+        q = comp.seg.select("s_idx", "pool", "slot", *SEGMENT_DRIVERS.values())
+        rates = comp.cost_rates.with_columns(pl.int_ranges("k0", pl.col("k1") + 1).alias("slot")).explode("slot")
+        j = sm.join(q, on="s_idx")
+        j = pl.concat(
+            [
+                j.join(rates.filter(pl.col("pool").is_not_null()), on=["pool", "slot", "category"]),
+                j.join(rates.filter(pl.col("pool").is_null()).drop("pool"), on=["slot", "category"]),
+            ],
+            how="diagonal_relaxed",
+        )
+        qx = pl.lit(0.0)
+        for drv, col in SEGMENT_DRIVERS.items():
+            qx = pl.when(pl.col("driver") == drv).then(pl.col(col)).otherwise(qx)
+        j = j.with_columns((pl.col("rate") * qx).alias("w")).with_columns(
+            (pl.col("amount") * pl.col("w") / pl.col("w").sum().over("s_idx", "category")).alias("cost")
+        )
+        parts.append(
+            j.group_by("cost_id", "category").agg(pl.col("cost").sum()).with_columns(
+                pl.when(pl.col("cost_id").str.starts_with("rate:")).then(pl.lit("rate")).otherwise(pl.lit("cost")).alias("origin")
+            )
+        )
+    cols = ["cost_id", "category", "origin", "cost"]
+    out = pl.concat([named.select(cols), energy.select(cols), *[p.select(cols) for p in parts]])
+    return out.group_by("cost_id", "category", "origin").agg(pl.col("cost").sum()).sort(
+        ["cost", "cost_id"], descending=[True, False]
+    )

@@ -1,0 +1,224 @@
+"""The report object of DATA-CONTRACT section 3, assembled from a Computation, plus lineage."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import polars as pl
+
+from .contract import IDLE, UNATTRIBUTED
+from .engine import Computation
+from .tokens import TOKEN_COLS
+
+MEASURES = ("cost", "allocated_gpu_hours", "active_gpu_hours", "energy_kwh_gpu", *TOKEN_COLS)
+
+
+def _num(v: Any) -> Any:
+    """Plain JSON numbers: NaN/inf become null (unknown), never strings."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
+def _rows(frame: pl.DataFrame) -> list[dict]:
+    return [{k: _num(v) for k, v in r.items()} for r in frame.to_dicts()]
+
+
+def _div(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None or b == 0:
+        return None
+    return a / b
+
+
+def owner_table(comp: Computation, keys: list[str]) -> pl.DataFrame:
+    """Measures per owner (tenant or tenant+project): cost where it landed, hours, energy, tokens."""
+    owned = pl.col("dest") == "owner"
+    cost = comp.money.filter(owned).group_by(keys).agg(pl.col("amount").sum().alias("cost"))
+    held = comp.seg.filter(pl.col("project").is_not_null()).group_by(keys).agg(
+        pl.col("alloc_h").sum().alias("allocated_gpu_hours"),
+        pl.col("active_h").sum().alias("active_gpu_hours"),
+        pl.col("covered_h").sum().alias("covered_gpu_hours"),
+        (pl.col("util_h").sum() * 100).alias("_util"),
+        pl.col("kwh_gpu").sum().alias("energy_kwh_gpu"),
+        pl.col("kwh_fac").sum().alias("energy_kwh_facility"),
+    )
+    tok = comp.requests.filter(pl.col("project").is_not_null()).group_by(keys).agg(
+        *(pl.col(c).sum() for c in TOKEN_COLS), pl.col("requests").sum(),
+        pl.col("tokens").filter(pl.col("good")).sum().alias("good_tokens"),
+    )
+    t = cost.join(held, on=keys, how="full", coalesce=True).join(tok, on=keys, how="full", coalesce=True)
+    t = t.with_columns(
+        pl.col("cost", "allocated_gpu_hours", "active_gpu_hours", "covered_gpu_hours", "_util", "energy_kwh_gpu",
+               "energy_kwh_facility").fill_null(0.0),
+        pl.col(*TOKEN_COLS, "requests", "good_tokens").fill_null(0),
+    )
+    tokens_all = pl.sum_horizontal(*TOKEN_COLS)
+    t = t.with_columns(
+        pl.when(pl.col("covered_gpu_hours") > 0).then(pl.col("_util") / pl.col("covered_gpu_hours")).alias("avg_util_pct"),
+        pl.when(pl.col("allocated_gpu_hours") > 0)
+        .then(pl.col("cost") / pl.col("allocated_gpu_hours"))
+        .alias("cost_per_allocated_gpu_hour"),
+        pl.when(tokens_all > 0).then(pl.col("cost") / tokens_all * 1e6).alias("cost_per_million_tokens"),
+    ).drop("_util")
+    return t.sort(["cost", *keys], descending=[True] + [False] * len(keys))
+
+
+def totals(comp: Computation) -> dict:
+    seg, money, req = comp.seg, comp.money, comp.requests
+    held = pl.col("allocation_id").is_not_null()
+    s = seg.select(
+        pl.col("cap_h").sum().alias("available"),
+        pl.col("alloc_h").sum().alias("allocated"),
+        pl.col("active_h").sum().alias("active"),
+        pl.col("covered_h").filter(held).sum().alias("covered"),
+        (pl.col("util_h").sum() * 100).alias("util"),
+        pl.col("kwh_gpu").sum().alias("kwh_gpu"),
+        pl.col("kwh_fac").sum().alias("kwh_fac"),
+        pl.col("joules").sum().alias("joules"),
+    ).row(0, named=True)
+    available = s["available"] if comp.ledger.has_inventory else None
+    cost = float(comp.inputs["amount"].sum())
+    tok = {c: int(req[c].sum()) for c in TOKEN_COLS}
+    m = comp.models
+    served = m.filter((pl.col("cost") > 0) & ((pl.col("input_tokens") + pl.col("cached_input_tokens") + pl.col("output_tokens")) > 0))
+    served_tokens = float(served.select(pl.sum_horizontal(*TOKEN_COLS).sum()).item() or 0)
+    served_good = float(served["good_tokens"].sum() or 0)
+    model_joules = float(m["joules"].sum() or 0)
+    return {
+        "available_gpu_hours": available,
+        "allocated_gpu_hours": s["allocated"],
+        "active_gpu_hours": s["active"],
+        "unallocated_gpu_hours": None if available is None else max(available - s["allocated"], 0.0),
+        "idle_rate": None if not available else 1 - s["active"] / available,
+        "avg_util_pct": _div(s["util"], s["covered"]),
+        "telemetry_coverage": _div(s["covered"], s["allocated"]),
+        "cost": cost,
+        "cost_per_gpu_hour": _div(cost, available),
+        "cost_per_allocated_gpu_hour": _div(cost, s["allocated"]),
+        "energy_kwh_gpu": s["kwh_gpu"],
+        "energy_kwh_facility": s["kwh_fac"],
+        "energy_cost": float(money.filter(pl.col("category") == "power")["amount"].sum()),
+        **tok,
+        "requests": int(req["requests"].sum()),
+        "good_tokens": int(req.filter(pl.col("good"))["tokens"].sum()),
+        "cost_per_million_tokens": _div(float(served["cost"].sum()) * 1e6, served_tokens),
+        "cost_per_million_good_tokens": _div(float(served["cost"].sum()) * 1e6, served_good),
+        "output_tokens_per_joule": _div(float(m["output_tokens"].filter(m["joules"] > 0).sum()), model_joules),
+        "allocation_rate": _div(s["allocated"], available),
+        "avg_power_w": _div(s["joules"], comp.period.hours * 3600),
+        "carbon_kg": float(
+            seg.select((pl.col("kwh_fac") * pl.col("carbon_g_per_kwh").fill_null(0.0)).sum()).item() / 1000
+        ),
+    }
+
+
+def reconciliation(comp: Computation) -> dict:
+    money = comp.money
+    input_cost = float(comp.inputs["amount"].sum())
+    by = {d: float(money.filter(pl.col("dest") == d)["amount"].sum()) for d in ("owner", IDLE, UNATTRIBUTED)}
+    diff = input_cost - by["owner"] - by[IDLE] - by[UNATTRIBUTED]
+    return {
+        "input_cost": input_cost,
+        "attributed": by["owner"],
+        "idle": by[IDLE],
+        "unattributed": by[UNATTRIBUTED],
+        "difference": diff,
+    }
+
+
+def unattributed(comp: Computation) -> list[dict]:
+    u = (
+        comp.money.filter(pl.col("dest") == UNATTRIBUTED)
+        .group_by(pl.col("u_source").alias("source"), pl.col("u_key").alias("key"))
+        .agg(pl.col("amount").sum().alias("cost"))
+    )
+    # Every record carrying an unmapped key counts, including those that carried no cost.
+    recs = pl.concat(
+        [
+            comp.allocations.filter(pl.col("project").is_null()).select("source", pl.col("owner").alias("key")),
+            comp.requests.filter(pl.col("project").is_null()).select("source", pl.col("owner").alias("key")),
+        ]
+    ).group_by("source", "key").agg(pl.len().cast(pl.Int64).alias("records"))
+    t = u.join(recs, on=["source", "key"], how="full", coalesce=True).with_columns(
+        pl.col("cost").fill_null(0.0), pl.col("records").fill_null(0)
+    )
+    return _rows(t.sort(["cost", "key"], descending=[True, False]))
+
+
+def idle_table(comp: Computation) -> pl.DataFrame:
+    """Idle GPU-hours, energy and cost per (kind, cause)."""
+    seg_cost = comp.money_before_recharge.filter(pl.col("s_idx").is_not_null()).group_by("s_idx").agg(
+        pl.col("amount").sum().alias("seg_cost")
+    )
+    # Unallocated cost is what stayed in the idle bucket for that segment (before any chargeback).
+    pieces = comp.idle.join(comp.seg.select("s_idx", "kwh_gpu", "pool"), on="s_idx").join(seg_cost, on="s_idx", how="left")
+    return (
+        pieces.with_columns(
+            (pl.col("kwh_gpu") * pl.col("idle_frac")).alias("energy_kwh_gpu"),
+            (pl.col("seg_cost").fill_null(0.0) * pl.col("idle_frac")).alias("cost"),
+        )
+        .group_by("kind", "cause")
+        .agg(pl.col("gpu_hours").sum(), pl.col("energy_kwh_gpu").sum(), pl.col("cost").sum())
+        .sort(["kind", "cost", "cause"], descending=[True, True, False])
+    )
+
+
+def trend(comp: Computation) -> pl.DataFrame:
+    """Daily figures in period.timezone."""
+    s = comp.seg.group_by("day").agg(
+        pl.col("cap_h").sum().alias("available_gpu_hours"),
+        pl.col("alloc_h").sum().alias("allocated_gpu_hours"),
+        pl.col("active_h").sum().alias("active_gpu_hours"),
+        pl.col("kwh_gpu").sum().alias("energy_kwh_gpu"),
+    )
+    c = comp.money.group_by("day").agg(
+        pl.col("amount").sum().alias("cost"),
+        pl.col("amount").filter(pl.col("dest") == IDLE).sum().alias("idle_cost"),
+    )
+    r = comp.requests.group_by("day").agg(*(pl.col(x).sum() for x in TOKEN_COLS), pl.col("requests").sum())
+    t = s.join(c, on="day", how="full", coalesce=True).join(r, on="day", how="full", coalesce=True).drop_nulls("day")
+    return t.fill_null(0).sort("day")
+
+
+def build_report(comp: Computation) -> dict:
+    """The report object; by_* sorted by cost, highest first."""
+    cfg = comp.config
+    idle_rows = idle_table(comp)
+    by_model = comp.models.select(
+        "model", "cost", "allocated_gpu_hours", "active_gpu_hours", *TOKEN_COLS, "requests", "good_tokens",
+        "cost_per_million_tokens", "cost_per_million_input_tokens", "cost_per_million_output_tokens",
+        "cost_per_million_good_tokens", "output_tokens_per_joule", "output_tokens_per_joule_facility",
+        "energy_kwh_gpu", "cache_hit_rate", "slo_attainment", "error_share",
+    )
+    by_category = (
+        comp.inputs.group_by("category").agg(pl.col("amount").sum().alias("cost")).sort(["cost", "category"],
+                                                                                          descending=[True, False])
+    )
+    return {
+        "period": {
+            "start": comp.period.start.isoformat().replace("+00:00", "Z"),
+            "end": comp.period.end.isoformat().replace("+00:00", "Z"),
+            "timezone": comp.period.timezone,
+            "currency": comp.period.currency,
+        },
+        "boundary": {"name": cfg.boundary.name, "categories": list(cfg.boundary.included)},
+        "totals": {k: _num(v) for k, v in totals(comp).items()},
+        "by_tenant": _rows(owner_table(comp, ["tenant"])),
+        "by_project": _rows(owner_table(comp, ["tenant", "project"])),
+        "by_model": _rows(by_model),
+        "by_category": _rows(by_category),
+        "idle": _rows(idle_rows),
+        "reconciliation": reconciliation(comp),
+        "unattributed": unattributed(comp),
+        "rejected": _rows(comp.rejected),
+        "gaps": [{"what": w, "detail": d} for w, d in comp.gaps],
+        "methods": {
+            "energy_kwh_facility": f"allocation method: GPU kWh x server_overhead {cfg.energy.server_overhead:g} x PUE {cfg.energy.pue:g}",
+            "activity": (f"threshold: util >= {cfg.activity.threshold_pct:g}%" if cfg.activity.mode == "threshold"
+                         else "weighted: time x util / 100"),
+            "idle": cfg.allocation.idle,
+            "inference_recharge": cfg.allocation.inference_recharge,
+        },
+        "trend": [{**r, "day": r["day"].isoformat()} for r in _rows(trend(comp))],
+    }

@@ -1,0 +1,144 @@
+"""Tokens under the same owners: request weights, good tokens, inference recharge and per-model figures."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from .config import Config
+from .contract import IDLE
+from .ledger import Period
+
+TOKEN_COLS = ("input_tokens", "cached_input_tokens", "output_tokens")
+
+
+def prepare_requests(requests: pl.DataFrame, period: Period, config: Config, resolve, slots: pl.DataFrame) -> pl.DataFrame:
+    """Requests in the period with owner resolved, weighted tokens, the good flag and their slot."""
+    w = config.allocation.token_weights
+    slo = config.slo
+    r = requests.filter(
+        (pl.col("ts") >= pl.lit(period.start)) & (pl.col("ts") < pl.lit(period.end))
+    )
+    r = resolve(r).with_columns(
+        (
+            w.input * pl.col("input_tokens")
+            + w.cached_input * pl.col("cached_input_tokens")
+            + w.output * pl.col("output_tokens")
+        ).alias("tokens_w"),
+        (pl.col("input_tokens") + pl.col("cached_input_tokens") + pl.col("output_tokens")).alias("tokens"),
+        (
+            (pl.col("status") == "ok")
+            & (pl.col("ttft_ms").is_null() | (pl.col("ttft_ms") <= slo.ttft_ms))
+            & (pl.col("latency_ms").is_null() | (pl.col("latency_ms") <= slo.latency_ms))
+        ).alias("good"),
+    )
+    r = r.sort("ts").join_asof(slots.select("slot", pl.col("g0").alias("ts")), on="ts", strategy="backward")
+    return r.with_columns(pl.col("ts").dt.convert_time_zone(period.timezone).dt.date().alias("day"))
+
+
+def recharge(money: pl.DataFrame, requests: pl.DataFrame, config: Config) -> pl.DataFrame:
+    """Move the cost of inference allocations onto the projects that sent the model's requests.
+
+    A model with cost and no requests keeps its cost on the service owner. Rows keep their
+    allocation_id and model, so the moved cost stays explainable.
+    """
+    mode = config.allocation.inference_recharge
+    if mode == "none" or requests.height == 0:
+        return money
+    col = "tokens_w" if mode == "tokens" else "requests"
+    weights = (
+        requests.group_by("model", "project", "tenant", "owner", "source")
+        .agg(pl.col(col).sum().alias("w"))
+        .filter(pl.col("w") > 0)
+        .with_columns((pl.col("w") / pl.col("w").sum().over("model")).alias("f"))
+    )
+    is_model = (pl.col("workload") == "inference") & pl.col("model").is_not_null() & (pl.col("dest") != IDLE)
+    served = set(weights["model"].unique().to_list())
+    movable = money.filter(is_model & pl.col("model").is_in(sorted(served)))
+    if movable.height == 0:
+        return money
+    stay = money.filter(~(is_model & pl.col("model").is_in(sorted(served))))
+    moved = (
+        movable.drop("tenant", "project", "u_source", "u_key", "dest")
+        .join(weights.select("model", "project", "tenant", "owner", "source", "f"), on="model")
+        .with_columns(
+            (pl.col("amount") * pl.col("f")).alias("amount"),
+            pl.when(pl.col("project").is_null()).then(pl.lit("unattributed")).otherwise(pl.lit("owner")).alias("dest"),
+            pl.when(pl.col("project").is_null()).then(pl.col("source")).alias("u_source"),
+            pl.when(pl.col("project").is_null()).then(pl.col("owner")).alias("u_key"),
+            (pl.col("origin") + pl.lit("+recharge")).alias("origin"),
+        )
+        .select(money.columns)
+    )
+    return pl.concat([stay, moved])
+
+
+def model_table(
+    money_before_recharge: pl.DataFrame, seg: pl.DataFrame, requests: pl.DataFrame, config: Config
+) -> tuple[pl.DataFrame, list[tuple[str, str]]]:
+    """by_model: cost of the allocations serving each model, its tokens and unit costs."""
+    gaps: list[tuple[str, str]] = []
+    serving = (pl.col("workload") == "inference") & pl.col("model").is_not_null()
+    cost = money_before_recharge.filter(serving & (pl.col("dest") != IDLE)).group_by("model").agg(
+        pl.col("amount").sum().alias("cost")
+    )
+    hours = seg.filter(serving).group_by("model").agg(
+        pl.col("alloc_h").sum().alias("allocated_gpu_hours"),
+        pl.col("active_h").sum().alias("active_gpu_hours"),
+        pl.col("joules").sum().alias("joules"),
+        pl.col("kwh_gpu").sum().alias("energy_kwh_gpu"),
+    )
+    w = config.allocation.token_weights
+    has_phase = pl.col("prefill_ms").is_not_null() & pl.col("decode_ms").is_not_null()
+    tok = requests.group_by("model").agg(
+        *(pl.col(c).sum() for c in TOKEN_COLS),
+        pl.col("requests").sum(),
+        pl.col("tokens").filter(pl.col("good")).sum().alias("good_tokens"),
+        pl.col("requests").filter(pl.col("good")).sum().alias("good_requests"),
+        pl.col("requests").filter(pl.col("status") != "ok").sum().alias("failed_requests"),
+        pl.col("prefill_ms").filter(has_phase).sum().alias("prefill_ms"),
+        pl.col("decode_ms").filter(has_phase).sum().alias("decode_ms"),
+        has_phase.all().alias("all_phase"),
+    )
+    t = cost.join(hours, on="model", how="full", coalesce=True).join(tok, on="model", how="full", coalesce=True)
+    t = t.with_columns(
+        pl.col("cost", "allocated_gpu_hours", "active_gpu_hours", "joules", "energy_kwh_gpu").fill_null(0.0),
+        pl.col(*TOKEN_COLS, "requests", "good_tokens", "good_requests", "failed_requests").fill_null(0),
+    )
+    in_tok = pl.col("input_tokens") + pl.col("cached_input_tokens")
+    weights_in = w.input * pl.col("input_tokens") + w.cached_input * pl.col("cached_input_tokens")
+    weights_out = w.output * pl.col("output_tokens")
+    by_weights = weights_in / (weights_in + weights_out)
+    if config.allocation.token_split == "phase_time":
+        phase_total = pl.col("prefill_ms") + pl.col("decode_ms")
+        input_share = pl.when(phase_total > 0).then(pl.col("prefill_ms") / phase_total).otherwise(by_weights)
+        missing = t.filter((pl.col("requests") > 0) & ~pl.col("all_phase").fill_null(False))
+        if missing.height:
+            gaps.append(
+                ("phase time missing", "input/output split fell back to token weights for some requests of: "
+                 + ", ".join(missing["model"].to_list()))
+            )
+    else:
+        input_share = by_weights
+    tokens_all = in_tok + pl.col("output_tokens")
+    per_m = lambda num, den: pl.when(den > 0).then(num / den * 1e6).otherwise(None)  # noqa: E731
+    t = t.with_columns(input_share.fill_nan(0.0).fill_null(0.0).alias("input_cost_share"))
+    t = t.with_columns(
+        per_m(pl.col("cost"), tokens_all).alias("cost_per_million_tokens"),
+        per_m(pl.col("cost") * pl.col("input_cost_share"), in_tok).alias("cost_per_million_input_tokens"),
+        per_m(pl.col("cost") * (1 - pl.col("input_cost_share")), pl.col("output_tokens")).alias(
+            "cost_per_million_output_tokens"
+        ),
+        per_m(pl.col("cost"), pl.col("good_tokens")).alias("cost_per_million_good_tokens"),
+        pl.when(pl.col("joules") > 0).then(pl.col("output_tokens") / pl.col("joules")).alias("output_tokens_per_joule"),
+        pl.when(pl.col("joules") > 0)
+        .then(pl.col("output_tokens") / (pl.col("joules") * config.energy.server_overhead * config.energy.pue))
+        .alias("output_tokens_per_joule_facility"),
+        pl.when(in_tok > 0).then(pl.col("cached_input_tokens") / in_tok).alias("cache_hit_rate"),
+        pl.when(pl.col("requests") > 0).then(pl.col("good_requests") / pl.col("requests")).alias("slo_attainment"),
+        pl.when(pl.col("requests") > 0).then(pl.col("failed_requests") / pl.col("requests")).alias("error_share"),
+    )
+    no_alloc = t.filter((pl.col("allocated_gpu_hours") == 0) & (pl.col("requests") > 0))
+    if no_alloc.height:
+        gaps.append(("model without serving allocations", "requests for models no inference allocation serves: "
+                     + ", ".join(no_alloc["model"].to_list())))
+    return t.drop("all_phase", "prefill_ms", "decode_ms").sort("cost", "model", descending=[True, False]), gaps
