@@ -54,6 +54,7 @@ def pieces(samples: pl.DataFrame, intervals: pl.DataFrame) -> pl.DataFrame:
         on="ts",
         by="gpu_id",
         strategy="backward",
+        check_sortedness=False,  # both sides are sorted by (gpu_id, time) just above
     )
     # The interval that holds the last instant of the sample.
     s = s.with_columns((pl.col("t_end") - pl.duration(microseconds=1)).alias("t_last")).sort("gpu_id", "t_last")
@@ -62,6 +63,7 @@ def pieces(samples: pl.DataFrame, intervals: pl.DataFrame) -> pl.DataFrame:
         on="t_last",
         by="gpu_id",
         strategy="backward",
+        check_sortedness=False,  # both sides are sorted by (gpu_id, time) just above
     )
     # A sample starting before the card's first interval starts at that first interval.
     firsts = iv.group_by("gpu_id").agg(pl.col("e_idx").min().alias("e_min"))

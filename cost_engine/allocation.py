@@ -227,11 +227,9 @@ def spread_costs(
 
     # ---- measured energy: priced where no power cost row covers the time -----------------
     if "power" in included:
-        power_rows = seg_costs.filter(pl.col("category") == "power") if seg_costs.height else seg_costs
         covered = set()
         for k0, k1 in shared.filter(pl.col("category") == "power").select("k0", "k1").iter_rows():
             covered.update(range(k0, k1 + 1))
-        del power_rows
         measured = seg.filter(~pl.col("slot").is_in(sorted(covered)) & (pl.col("kwh_fac") > 0)).with_columns(
             (pl.col("kwh_fac") * pl.col("price_kwh")).alias("amount"),
             pl.lit("power").alias("category"),
@@ -251,9 +249,7 @@ def spread_costs(
     if proj_costs.height:
         pieces.append(_spread_by_project(proj_costs, project_weights, seg, slots, slot_day, config, gaps))
 
-    money = pl.concat([p for p in pieces if p.height], how="vertical") if pieces else pl.DataFrame(schema=MONEY_SCHEMA)
-    if money.height == 0:
-        money = pl.DataFrame(schema=MONEY_SCHEMA)
+    money = pl.concat([pl.DataFrame(schema=MONEY_SCHEMA), *(p for p in pieces if p.height)], how="vertical")
     inputs_df = pl.concat([i.select("origin", "id", "category", "pool", pl.col("amount").cast(pl.Float64)) for i in inputs])
     return Spread(money=money, inputs=inputs_df, cost_rates=pl.concat([cost_rates, rate_rows]), gaps=gaps)
 

@@ -184,13 +184,6 @@ def explain(source: str, config: str | None, tenant, project, model, as_json: bo
         click.echo(f"  {r['request_id']:<20} {r['model']:<20} in {r['input_tokens']:>7} out {r['output_tokens']:>7} {r['status']}")
 
 
-def _register_optional() -> None:
-    """Subcommands that live in their own modules."""
-    try:
-        from .scenario_cli import scenario
-    except ImportError:  # pragma: no cover - module not present
-        return
-    main.add_command(scenario)
+from .scenario_cli import scenario  # noqa: E402  (a subcommand kept in its own module)
 
-
-_register_optional()
+main.add_command(scenario)

@@ -211,7 +211,8 @@ def charge_idle_to_owners(money: pl.DataFrame, seg: pl.DataFrame) -> pl.DataFram
         .with_columns((pl.col("w") / pl.col("w").sum().over("pool")).alias("f"))
     )
     pools_with_owners = set(weights["pool"].drop_nulls().unique().to_list())
-    movable = (pl.col("dest") == IDLE) & pl.col("pool").is_in(sorted(pools_with_owners))
+    # fill_null: a row without a pool is never movable (and must not vanish from ~movable).
+    movable = ((pl.col("dest") == IDLE) & pl.col("pool").is_in(sorted(pools_with_owners))).fill_null(False)
     idle_pool = money.filter(movable).group_by("pool", "category", "origin").agg(pl.col("amount").sum())
     moved = (
         idle_pool.join(weights, on="pool")

@@ -51,12 +51,15 @@ def recharge(money: pl.DataFrame, requests: pl.DataFrame, config: Config) -> pl.
         .filter(pl.col("w") > 0)
         .with_columns((pl.col("w") / pl.col("w").sum().over("model")).alias("f"))
     )
-    is_model = (pl.col("workload") == "inference") & pl.col("model").is_not_null() & (pl.col("dest") != IDLE)
     served = set(weights["model"].unique().to_list())
-    movable = money.filter(is_model & pl.col("model").is_in(sorted(served)))
+    # fill_null: rows without a workload (project-level costs) are never moved, and never lost.
+    is_model = (
+        (pl.col("workload") == "inference") & pl.col("model").is_in(sorted(served)) & (pl.col("dest") != IDLE)
+    ).fill_null(False)
+    movable = money.filter(is_model)
     if movable.height == 0:
         return money
-    stay = money.filter(~(is_model & pl.col("model").is_in(sorted(served))))
+    stay = money.filter(~is_model)
     moved = (
         movable.drop("tenant", "project", "u_source", "u_key", "dest")
         .join(weights.select("model", "project", "tenant", "owner", "source", "f"), on="model")

@@ -1,0 +1,766 @@
+"""The embedded DuckDB store: bundles accumulate in one file, idempotently and all-or-nothing."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import polars as pl
+
+from .bundle import Bundle
+from .contract import RECORD_KEYS, REJECTED_SCHEMA, TABLE_NAMES, TABLES, empty, schema
+
+# ---------------------------------------------------------------------------------------------
+# Layout
+#
+# One DuckDB table per contract table, named like it, with the canonical columns in contract
+# order plus three bookkeeping columns:
+#   _content_hash UHUGEINT     md5_number over the canonical columns (see _hash_expr)
+#   _ingested_at  TIMESTAMPTZ  when the ingest that wrote the row started
+#   _ingest_id    BIGINT       ingests.id of that ingest
+# and five store tables:
+#   meta(key, value)                                   schema_version, hash_version, store_id, created_at
+#   ingests(id, ingested_at, replace, source, rows_in, inserted, unchanged, replaced, rejected, notes, tables)
+#   rejected("table", "row", reason, file, ingest_id, seq)   the bundles' rejections, deduplicated
+#   notes(what, detail, ingest_id, seq)                      the bundles' notes, deduplicated
+#   present_tables("table", ingest_id)                       tables some ingested bundle had
+# ---------------------------------------------------------------------------------------------
+
+SCHEMA_VERSION = 1
+# Version of the content-hash formula; a change to _hash_expr needs a migration that rehashes.
+HASH_VERSION = 1
+DEFAULT_BATCH_ROWS = 1_000_000
+
+STORE_TABLES = ("meta", "ingests", "rejected", "notes", "present_tables")
+assert not set(STORE_TABLES) & set(TABLE_NAMES), "a contract table collides with a store table"
+_IDENT = re.compile(r"^[a-z_][a-z0-9_]*$")
+assert all(_IDENT.match(t) and all(_IDENT.match(c.name) for c in TABLES[t]) for t in TABLES)
+
+_STORE_DDL = {
+    "meta": "key VARCHAR PRIMARY KEY, value VARCHAR",
+    "ingests": (
+        'id BIGINT PRIMARY KEY, ingested_at TIMESTAMPTZ, "replace" BOOLEAN, source VARCHAR, rows_in BIGINT, '
+        "inserted BIGINT, unchanged BIGINT, replaced BIGINT, rejected BIGINT, notes BIGINT, tables VARCHAR"
+    ),
+    "rejected": '"table" VARCHAR, "row" BIGINT, reason VARCHAR, file VARCHAR, ingest_id BIGINT, seq BIGINT',
+    "notes": "what VARCHAR, detail VARCHAR, ingest_id BIGINT, seq BIGINT",
+    "present_tables": '"table" VARCHAR PRIMARY KEY, ingest_id BIGINT',
+}
+
+ProgressFn = Callable[[str, int, int], None]
+Migration = Callable[[duckdb.DuckDBPyConnection], None]
+
+# Schema migrations: MIGRATIONS[v] brings a store from version v to v + 1, inside the caller's
+# transaction, without touching meta (migrate() bumps schema_version after each step).
+# Pattern for the next one:
+#
+#     def _migrate_1_to_2(con: duckdb.DuckDBPyConnection) -> None:
+#         """v2: what changed and why."""
+#         con.execute('ALTER TABLE "allocations" ADD COLUMN ...')
+#
+#     MIGRATIONS[1] = _migrate_1_to_2      # and SCHEMA_VERSION = 2
+#
+# New nullable contract columns need no migration: _ensure_schema adds them, and the content
+# hash skips NULL columns, so the rows already stored keep their hashes.
+MIGRATIONS: dict[int, Migration] = {}
+
+
+class StoreError(ValueError):
+    """The path is not a usable store (not one, or written by a newer version)."""
+
+
+class StoreConflict(ValueError):
+    """An ingest would change records already stored (or a bundle disagrees with itself)."""
+
+    def __init__(self, conflicts: list[Conflict]):
+        self.conflicts = conflicts
+        parts = []
+        for c in conflicts:
+            where = "within the bundle" if c.within_bundle else "already stored with different content"
+            more = ", ..." if c.count > len(c.keys) else ""
+            keys = ", ".join(_fmt_key(k) for k in c.keys)
+            parts.append(f"{c.table}: {c.count} key(s) {where} ({keys}{more})")
+        hint = "" if all(c.within_bundle for c in conflicts) else "; ingest with replace=True to overwrite"
+        super().__init__("ingest rejected, nothing written: " + "; ".join(parts) + hint)
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """Keys of one table whose new content differs from the stored (or from another bundle row)."""
+
+    table: str
+    count: int  # number of conflicting keys
+    keys: list[tuple[Any, ...]]  # the first few, sorted
+    within_bundle: bool = False
+
+
+@dataclass
+class IngestResult:
+    """What one committed ingest did. Per contract table: inserted + unchanged + replaced = rows in.
+
+    Identical duplicate rows inside the bundle count as `unchanged`.
+    """
+
+    ingest_id: int
+    inserted: dict[str, int] = field(default_factory=dict)
+    unchanged: dict[str, int] = field(default_factory=dict)
+    replaced: dict[str, int] = field(default_factory=dict)
+    conflicts: list[Conflict] = field(default_factory=list)  # the conflicts replace=True overwrote
+    rejected: int = 0  # rejection rows newly stored
+    notes: int = 0  # notes newly stored
+
+    @property
+    def total_inserted(self) -> int:
+        return sum(self.inserted.values())
+
+    @property
+    def total_unchanged(self) -> int:
+        return sum(self.unchanged.values())
+
+    @property
+    def total_replaced(self) -> int:
+        return sum(self.replaced.values())
+
+
+# ---------------------------------------------------------------------------------------------
+# SQL helpers. Table and column names come from the contract constants only (checked above);
+# every value goes in as a bound parameter.
+# ---------------------------------------------------------------------------------------------
+
+
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _sql_type(dtype: Any) -> str:
+    if dtype == pl.String:
+        return "VARCHAR"
+    if dtype == pl.Float64:
+        return "DOUBLE"
+    if dtype == pl.Int64:
+        return "BIGINT"
+    if dtype == pl.Boolean:
+        return "BOOLEAN"
+    if isinstance(dtype, pl.Datetime):
+        return "TIMESTAMPTZ"
+    raise TypeError(f"no store type for contract dtype {dtype}")
+
+
+def _cols(table: str) -> list[str]:
+    return [c.name for c in TABLES[table]]
+
+
+def _key_cols(table: str) -> tuple[str, ...]:
+    """The record key, or () for tables keyed by their content hash (events)."""
+    return RECORD_KEYS.get(table, ())
+
+
+def _order_cols(table: str) -> list[str]:
+    return list(_key_cols(table)) or _cols(table)
+
+
+def _hash_expr(table: str) -> str:
+    """md5 over `name=value` pieces of the non-NULL canonical columns.
+
+    Strings are length-prefixed (no ambiguity), timestamps are epoch microseconds, numbers their
+    DuckDB text. NULL pieces vanish in concat_ws, so a new nullable column leaves old hashes valid.
+    """
+    parts = []
+    for c in TABLES[table]:
+        col = _q(c.name)
+        sqlt = _sql_type(c.dtype)
+        if sqlt == "VARCHAR":
+            v = f"CAST(length({col}) AS VARCHAR) || ':' || {col}"
+        elif sqlt == "TIMESTAMPTZ":
+            v = f"CAST(epoch_us({col}) AS VARCHAR)"
+        else:
+            v = f"CAST({col} AS VARCHAR)"
+        parts.append(f"'{c.name}=' || {v}")
+    return f"md5_number(concat_ws(chr(31), {', '.join(parts)}))"
+
+
+def _key_match(table: str, a: str, b: str) -> str:
+    keys = _key_cols(table)
+    if not keys:
+        return f"{a}._content_hash = {b}._h"
+    return " AND ".join(f"{a}.{_q(k)} IS NOT DISTINCT FROM {b}.{_q(k)}" for k in keys)
+
+
+def _fmt_key(key: tuple[Any, ...]) -> str:
+    vals = [v.isoformat() if isinstance(v, datetime) else str(v) for v in key]
+    return vals[0] if len(vals) == 1 else "(" + ", ".join(vals) + ")"
+
+
+def _session(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    # TIMESTAMPTZ comes out in the session time zone; the default follows the host.
+    con.execute("SET TimeZone = 'UTC'")
+    return con
+
+
+def _one(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None) -> tuple[Any, ...] | None:
+    """The first row of a statement, with the result drained.
+
+    DuckDB 2.0 keeps an execute() result open until a fetch comes back empty, and refuses
+    register(), unregister() and sql() on the connection meanwhile; fetchall() drains it.
+    """
+    rows = con.execute(sql, params).fetchall()
+    return rows[0] if rows else None
+
+
+def _has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    row = _one(con, 
+        "SELECT count(*) FROM duckdb_tables() WHERE schema_name = 'main' AND table_name = ? AND NOT temporary",
+        [name],
+    )
+    return bool(row and row[0])
+
+
+def _table_columns(con: duckdb.DuckDBPyConnection, name: str) -> list[str]:
+    rows = con.execute(
+        "SELECT column_name FROM duckdb_columns() WHERE schema_name = 'main' AND table_name = ? ORDER BY column_index",
+        [name],
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def _meta(con: duckdb.DuckDBPyConnection, key: str) -> str | None:
+    row = _one(con, "SELECT value FROM meta WHERE key = ?", [key])
+    return None if row is None else row[0]
+
+
+def _set_meta(con: duckdb.DuckDBPyConnection, key: str, value: str) -> None:
+    con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", [key, value])
+
+
+def _frame(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None, target: pl.Schema) -> pl.DataFrame:
+    got = pl.from_arrow(con.sql(sql, params=params).to_arrow_table())
+    assert isinstance(got, pl.DataFrame)
+    if got.height == 0:
+        return pl.DataFrame(schema=target)
+    return got.cast(dict(target))  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------------------------------
+# Opening, schema, migration
+# ---------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def connect(db_path: str | Path, *, read_only: bool = True) -> Iterator[duckdb.DuckDBPyConnection]:
+    """An open store connection, time zone UTC.
+
+    Read-only refuses a path that is not a store; for write the schema is created or migrated
+    (committed) before the connection is handed out.
+    """
+    path = Path(db_path)
+    if read_only and not _looks_like_duckdb(path):
+        raise StoreError(f"{path} is not an ailedger store")
+    if not read_only and _looks_like_foreign(path):
+        raise StoreError(f"{path} exists and is not an ailedger store")
+    con = _session(duckdb.connect(str(path), read_only=read_only))
+    try:
+        if read_only:
+            if not _has_meta(con):
+                raise StoreError(f"{path} is not an ailedger store")
+        else:
+            con.execute("BEGIN TRANSACTION")
+            try:
+                _ensure_schema(con)
+                migrate(con)
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+        yield con
+    finally:
+        con.close()
+
+
+def _looks_like_duckdb(path: Path) -> bool:
+    try:
+        with path.open("rb") as fh:
+            return fh.read(12)[8:12] == b"DUCK"
+    except OSError:  # missing, a folder, unreadable
+        return False
+
+
+def _looks_like_foreign(path: Path) -> bool:
+    """True for an existing path that is not our store (never write into one)."""
+    return path.exists() and not is_store(path)
+
+
+def _has_meta(con: duckdb.DuckDBPyConnection) -> bool:
+    return _has_table(con, "meta") and _meta(con, "schema_version") is not None
+
+
+def _ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
+    """Create the store tables that are missing and add contract columns a table lacks."""
+    fresh = not _has_table(con, "meta")
+    for name, ddl in _STORE_DDL.items():
+        con.execute(f"CREATE TABLE IF NOT EXISTS {_q(name)} ({ddl})")
+    if fresh:
+        _set_meta(con, "schema_version", str(SCHEMA_VERSION))
+        _set_meta(con, "hash_version", str(HASH_VERSION))
+        _set_meta(con, "store_id", uuid.uuid4().hex)
+        _set_meta(con, "created_at", datetime.now(timezone.utc).isoformat())
+    for table in TABLE_NAMES:
+        cols = ", ".join(f"{_q(c.name)} {_sql_type(c.dtype)}" for c in TABLES[table])
+        con.execute(
+            f"CREATE TABLE IF NOT EXISTS {_q(table)} ({cols}, "
+            "_content_hash UHUGEINT, _ingested_at TIMESTAMPTZ, _ingest_id BIGINT)"
+        )
+        have = set(_table_columns(con, table))
+        for c in TABLES[table]:
+            if c.name not in have:
+                con.execute(f"ALTER TABLE {_q(table)} ADD COLUMN {_q(c.name)} {_sql_type(c.dtype)}")
+
+
+def migrate(con: duckdb.DuckDBPyConnection) -> int:
+    """Bring the store on a write connection to SCHEMA_VERSION; returns the version reached.
+
+    Runs the MIGRATIONS steps in order inside the caller's transaction (ingest and connect wrap it
+    in one) and records each step in meta. A store newer than this code is refused.
+    """
+    raw = _meta(con, "schema_version")
+    version = int(raw) if raw is not None else SCHEMA_VERSION
+    if version > SCHEMA_VERSION:
+        raise StoreError(f"store schema version {version} is newer than this ailedger ({SCHEMA_VERSION})")
+    while version < SCHEMA_VERSION:
+        step = MIGRATIONS.get(version)
+        if step is None:
+            raise StoreError(f"no migration from store schema version {version}")
+        step(con)
+        version += 1
+        _set_meta(con, "schema_version", str(version))
+    return version
+
+
+def is_store(path: str | Path) -> bool:
+    """True when path is a DuckDB file holding our meta table.
+
+    A DuckDB file that cannot be opened because another process (or a write connection of this
+    one) holds it counts as a store: that is almost always an ingest in progress.
+    """
+    p = Path(path)
+    if not _looks_like_duckdb(p):
+        return False
+    try:
+        con = duckdb.connect(str(p), read_only=True)
+    except (duckdb.IOException, duckdb.ConnectionException) as exc:
+        text = str(exc).lower()
+        return "lock" in text or "different configuration" in text
+    except duckdb.Error:
+        return False
+    try:
+        return _has_meta(con)
+    finally:
+        con.close()
+
+
+def schema_version(db_path: str | Path) -> int:
+    """The schema version recorded in the store."""
+    with connect(db_path) as con:
+        return int(_meta(con, "schema_version") or 0)
+
+
+def data_version(db_path: str | Path) -> str:
+    """A cheap token that changes whenever an ingest commits (store id, last ingest id, ingest count)."""
+    with connect(db_path) as con:
+        row = _one(con, "SELECT coalesce(max(id), 0), count(*) FROM ingests")
+        assert row is not None
+        return f"{_meta(con, 'store_id')}:{row[0]}:{row[1]}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Ingest
+# ---------------------------------------------------------------------------------------------
+
+
+def _canonical(table: str, frame: pl.DataFrame) -> pl.DataFrame:
+    """The frame with exactly the contract columns, in order and dtype (missing ones NULL)."""
+    target = schema(table)
+    exprs = [
+        (pl.col(name).cast(dtype) if name in frame.columns else pl.lit(None, dtype)).alias(name)
+        for name, dtype in target.items()
+    ]
+    return frame.select(exprs)
+
+
+def _stage(con: duckdb.DuckDBPyConnection, table: str, frame: pl.DataFrame) -> list[Conflict]:
+    """Copy a bundle table into the temp table _stage_<table> with content hashes and input order.
+
+    Identical duplicate rows are reduced to their first; keys that come with different contents
+    inside the bundle are returned as conflicts (replace cannot choose between them).
+    """
+    stage = _q(f"_stage_{table}")
+    src = f"_in_{table}"
+    arrow = _canonical(table, frame).with_row_index("_ord").cast({"_ord": pl.Int64}).to_arrow()
+    con.register(src, arrow)
+    try:
+        con.execute(
+            f"CREATE TEMP TABLE {stage} AS SELECT {', '.join(_q(c) for c in _cols(table))}, "
+            f"{_hash_expr(table)} AS _h, _ord FROM {_q(src)}"
+        )
+    finally:
+        con.unregister(src)
+    group = ", ".join(_q(k) for k in _key_cols(table)) or "_h"
+    row = _one(con, f"SELECT count(*) FROM (SELECT 1 FROM {stage} GROUP BY {group} HAVING count(*) > 1)")
+    if not (row and row[0]):
+        return []  # the usual case: every key once
+    row = _one(con, f"SELECT count(*) FROM (SELECT 1 FROM {stage} GROUP BY {group} HAVING min(_h) <> max(_h))")
+    if row and row[0]:
+        keys = con.execute(
+            f"SELECT {group} FROM {stage} GROUP BY {group} HAVING min(_h) <> max(_h) ORDER BY {group} LIMIT 5"
+        ).fetchall()
+        return [Conflict(table, int(row[0]), [tuple(k) for k in keys], within_bundle=True)]
+    con.execute(
+        f"DELETE FROM {stage} WHERE _ord IN (SELECT _ord FROM {stage} "
+        "QUALIFY row_number() OVER (PARTITION BY _h ORDER BY _ord) > 1)"
+    )
+    return []
+
+
+def _store_conflicts(con: duckdb.DuckDBPyConnection, table: str) -> list[Conflict]:
+    """Keys of the staged table that are stored with a different content hash."""
+    keys = _key_cols(table)
+    if not keys:
+        return []  # keyed by content: a different content is a different record
+    stage = _q(f"_stage_{table}")
+    where = f"FROM {stage} s JOIN {_q(table)} t ON {_key_match(table, 't', 's')} WHERE s._h <> t._content_hash"
+    row = _one(con, f"SELECT count(*) {where}")
+    n = int(row[0]) if row else 0
+    if not n:
+        return []
+    cols = ", ".join(f"s.{_q(k)}" for k in keys)
+    first = con.execute(f"SELECT {cols} {where} ORDER BY {cols} LIMIT 5").fetchall()
+    return [Conflict(table, n, [tuple(k) for k in first])]
+
+
+def _ingest_table(
+    con: duckdb.DuckDBPyConnection,
+    table: str,
+    *,
+    ingest_id: int,
+    at: datetime,
+    replace: bool,
+    total: int,
+    progress: ProgressFn | None,
+    batch_rows: int,
+) -> tuple[int, int, int]:
+    """Write one staged table in batches; returns (inserted, unchanged, replaced)."""
+    stage = _q(f"_stage_{table}")
+    target = _q(table)
+    replaced = 0
+    if replace and _key_cols(table):
+        row = _one(con, 
+            f"DELETE FROM {target} t WHERE EXISTS (SELECT 1 FROM {stage} s "
+            f"WHERE {_key_match(table, 't', 's')} AND s._h <> t._content_hash)"
+        )
+        replaced = int(row[0]) if row else 0
+    cols = _cols(table)
+    insert = (
+        f"INSERT INTO {target} ({', '.join(_q(c) for c in cols)}, _content_hash, _ingested_at, _ingest_id) "
+        f"SELECT {', '.join('s.' + _q(c) for c in cols)}, s._h, ?, ? FROM {stage} s "
+        f"WHERE s._ord >= ? AND s._ord < ? "
+        f"AND NOT EXISTS (SELECT 1 FROM {target} t WHERE {_key_match(table, 't', 's')})"
+    )
+    written = 0
+    for lo in range(0, total, batch_rows):
+        hi = min(lo + batch_rows, total)
+        row = _one(con, insert, [at, ingest_id, lo, hi])
+        written += int(row[0]) if row else 0
+        if progress is not None:
+            progress(table, hi, total)
+    con.execute(f"DROP TABLE {stage}")
+    return written - replaced, total - written, replaced
+
+
+def _store_side_tables(con: duckdb.DuckDBPyConnection, bundle: Bundle, ingest_id: int) -> tuple[int, int]:
+    """Keep the bundle's rejections, notes and present tables; returns (new rejections, new notes)."""
+    rej_schema = REJECTED_SCHEMA | {"file": pl.String}
+    rejected = bundle.rejected
+    rejected = rejected.select(
+        [
+            (pl.col(n).cast(d) if n in rejected.columns else pl.lit(None, d)).alias(n)
+            for n, d in rej_schema.items()
+        ]
+    ).with_row_index("seq")
+    notes = pl.DataFrame(
+        [(str(w), str(d)) for w, d in bundle.notes], schema={"what": pl.String, "detail": pl.String}, orient="row"
+    ).with_row_index("seq")
+    counts = []
+    for name, frame, cols in (
+        ("rejected", rejected, ["table", "row", "reason", "file"]),
+        ("notes", notes, ["what", "detail"]),
+    ):
+        if frame.height == 0:
+            counts.append(0)
+            continue
+        src = f"_in_{name}"
+        con.register(src, frame.with_columns(pl.col("seq").cast(pl.Int64)).to_arrow())
+        try:
+            qcols = ", ".join(_q(c) for c in cols)
+            match = " AND ".join(f"o.{_q(c)} IS NOT DISTINCT FROM s.{_q(c)}" for c in cols)
+            row = _one(con, 
+                f"INSERT INTO {_q(name)} ({qcols}, ingest_id, seq) "
+                f"SELECT {qcols}, ?, min(seq) FROM {_q(src)} s "
+                f"WHERE NOT EXISTS (SELECT 1 FROM {_q(name)} o WHERE {match}) GROUP BY ALL",
+                [ingest_id],
+            )
+        finally:
+            con.unregister(src)
+        counts.append(int(row[0]) if row else 0)
+    for table in sorted(set(bundle.present) & set(TABLE_NAMES)):
+        con.execute(
+            'INSERT INTO present_tables SELECT ?, ? WHERE NOT EXISTS (SELECT 1 FROM present_tables WHERE "table" = ?)',
+            [table, ingest_id, table],
+        )
+    return counts[0], counts[1]
+
+
+def ingest(
+    db_path: str | Path,
+    bundle: Bundle,
+    *,
+    replace: bool = False,
+    progress: ProgressFn | None = None,
+    source: str | None = None,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+) -> IngestResult:
+    """Add a bundle to the store (created on first use) in one transaction.
+
+    A record whose key is stored with the same content changes nothing; a key stored with a
+    different content is a conflict: the whole ingest is refused with StoreConflict, unless
+    `replace`, which overwrites those records. Any failure leaves the store as it was.
+    `progress(table, done_rows, total_rows)` is called after each batch of `batch_rows` rows.
+    `source` (e.g. the bundle path) goes into the ingests log.
+    """
+    if batch_rows < 1:
+        raise ValueError("batch_rows must be positive")
+    path = Path(db_path)
+    if _looks_like_foreign(path):
+        raise StoreError(f"{path} exists and is not an ailedger store")
+    created = not path.exists()
+    ok = False
+    con = _session(duckdb.connect(str(path)))
+    try:
+        con.execute("BEGIN TRANSACTION")
+        try:
+            result = _ingest_in_transaction(con, bundle, replace, progress, source, batch_rows)
+            con.execute("COMMIT")
+            ok = True
+            return result
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+    finally:
+        con.close()
+        if created and not ok:
+            for leftover in (path, path.with_name(path.name + ".wal")):
+                leftover.unlink(missing_ok=True)
+
+
+def _ingest_in_transaction(
+    con: duckdb.DuckDBPyConnection,
+    bundle: Bundle,
+    replace: bool,
+    progress: ProgressFn | None,
+    source: str | None,
+    batch_rows: int,
+) -> IngestResult:
+    _ensure_schema(con)
+    migrate(con)
+    row = _one(con, "SELECT coalesce(max(id), 0) + 1 FROM ingests")
+    assert row is not None
+    ingest_id = int(row[0])
+    at = datetime.now(timezone.utc)
+
+    sizes = {t: bundle.tables[t].height for t in TABLE_NAMES if t in bundle.tables}
+    todo = [t for t in TABLE_NAMES if sizes.get(t, 0) > 0]
+    # Phase 1: stage every table and look for conflicts before writing anything.
+    inside: list[Conflict] = []
+    for t in todo:
+        inside += _stage(con, t, bundle.tables[t])
+    if inside:
+        raise StoreConflict(inside)
+    conflicts = [c for t in todo for c in _store_conflicts(con, t)]
+    if conflicts and not replace:
+        raise StoreConflict(conflicts)
+
+    # Phase 2: write.
+    result = IngestResult(ingest_id=ingest_id, conflicts=conflicts)
+    for t in TABLE_NAMES:
+        result.inserted[t] = result.unchanged[t] = result.replaced[t] = 0
+    for t in todo:
+        ins, same, rep = _ingest_table(
+            con,
+            t,
+            ingest_id=ingest_id,
+            at=at,
+            replace=replace,
+            total=sizes[t],
+            progress=progress,
+            batch_rows=batch_rows,
+        )
+        result.inserted[t], result.unchanged[t], result.replaced[t] = ins, same, rep
+    result.rejected, result.notes = _store_side_tables(con, bundle, ingest_id)
+
+    summary = {
+        t: {
+            "rows": sizes[t],
+            "inserted": result.inserted[t],
+            "unchanged": result.unchanged[t],
+            "replaced": result.replaced[t],
+        }
+        for t in todo
+    }
+    con.execute(
+        "INSERT INTO ingests VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            ingest_id,
+            at,
+            replace,
+            source,
+            sum(sizes.values()),
+            result.total_inserted,
+            result.total_unchanged,
+            result.total_replaced,
+            result.rejected,
+            result.notes,
+            json.dumps(summary, sort_keys=True),
+        ],
+    )
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading
+# ---------------------------------------------------------------------------------------------
+
+
+def _select_canonical(con: duckdb.DuckDBPyConnection, table: str) -> str:
+    """SELECT list of the canonical columns; NULL for a column an older store lacks."""
+    have = set(_table_columns(con, table))
+    return ", ".join(
+        _q(c.name) if c.name in have else f"CAST(NULL AS {_sql_type(c.dtype)}) AS {_q(c.name)}" for c in TABLES[table]
+    )
+
+
+def load_bundle(db_path: str | Path, *, tables: list[str] | tuple[str, ...] | None = None) -> Bundle:
+    """Read the store back as a Bundle of canonical frames, sorted by record key.
+
+    `tables` limits what is read (the others come back empty and not present); `rejected` and
+    `notes` hold those of every ingest, in ingest order.
+    """
+    wanted = list(TABLE_NAMES) if tables is None else list(tables)
+    unknown = sorted(set(wanted) - set(TABLE_NAMES))
+    if unknown:
+        raise ValueError(f"unknown tables: {', '.join(unknown)}")
+    with connect(db_path) as con:
+        frames: dict[str, pl.DataFrame] = {}
+        for t in TABLE_NAMES:
+            if t not in wanted or not _has_table(con, t):
+                frames[t] = empty(t)
+                continue
+            order = ", ".join(_q(c) for c in _order_cols(t))
+            sql = f"SELECT {_select_canonical(con, t)} FROM {_q(t)} ORDER BY {order}"
+            frames[t] = _frame(con, sql, None, schema(t))
+        rejected = _frame(
+            con,
+            'SELECT "table", "row", reason, file FROM rejected ORDER BY ingest_id, seq',
+            None,
+            REJECTED_SCHEMA | {"file": pl.String},
+        )
+        notes = [tuple(r) for r in con.execute("SELECT what, detail FROM notes ORDER BY ingest_id, seq").fetchall()]
+        present = {r[0] for r in con.execute('SELECT "table" FROM present_tables').fetchall()}
+    return Bundle(tables=frames, rejected=rejected, present=frozenset(present & set(wanted)), notes=notes)
+
+
+def _where(table: str, filters: dict[str, list[str]] | None, ids: list[str] | None) -> tuple[str, list[Any]] | None:
+    """WHERE clause and its parameters; None when a filter allows nothing."""
+    columns = {c.name: c for c in TABLES[table]}
+    clauses: list[str] = []
+    params: list[Any] = []
+    conditions: list[tuple[str, list[Any]]] = list((filters or {}).items())
+    if ids is not None:
+        keys = _key_cols(table)
+        if len(keys) != 1:
+            raise ValueError(f"table {table} has no single id column to filter ids on")
+        conditions.append((keys[0], list(ids)))
+    for name, allowed in conditions:
+        if name not in columns:
+            raise ValueError(f"{table} has no column {name!r}")
+        values = [v for v in allowed if v is not None]
+        has_null = len(values) < len(allowed)
+        if not values and not has_null:
+            return None
+        col = _q(name)
+        if _sql_type(columns[name].dtype) != "VARCHAR":
+            col = f"CAST({col} AS VARCHAR)"
+        parts = []
+        if values:
+            parts.append(f"{col} IN ({', '.join('?' for _ in values)})")
+            params += [str(v) for v in values]
+        if has_null:
+            parts.append(f"{_q(name)} IS NULL")
+        clauses.append("(" + " OR ".join(parts) + ")")
+    return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
+
+
+def query_records(
+    db_path: str | Path,
+    table: str,
+    *,
+    filters: dict[str, list[str]] | None = None,
+    ids: list[str] | None = None,
+    limit: int | None = 100,
+    offset: int = 0,
+) -> pl.DataFrame:
+    """One page of raw records of a contract table, sorted by record key, in the canonical schema.
+
+    `filters` maps a column to its allowed values (compared as text; None matches NULL); `ids`
+    keeps the records whose single-column record key is one of them. `limit=None` reads to the end.
+    """
+    if table not in TABLES:
+        raise ValueError(f"unknown table {table!r}")
+    if offset < 0 or (limit is not None and limit < 0):
+        raise ValueError("limit and offset must not be negative")
+    where = _where(table, filters, ids)
+    with connect(db_path) as con:
+        if where is None or not _has_table(con, table):
+            return empty(table)
+        clause, params = where
+        order = ", ".join(_q(c) for c in _order_cols(table))
+        sql = f"SELECT {_select_canonical(con, table)} FROM {_q(table)}{clause} ORDER BY {order}"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params = [*params, limit]
+        sql += " OFFSET ?"
+        return _frame(con, sql, [*params, offset], schema(table))
+
+
+def count_records(
+    db_path: str | Path,
+    table: str,
+    *,
+    filters: dict[str, list[str]] | None = None,
+    ids: list[str] | None = None,
+) -> int:
+    """How many records query_records would page through with these filters."""
+    if table not in TABLES:
+        raise ValueError(f"unknown table {table!r}")
+    where = _where(table, filters, ids)
+    with connect(db_path) as con:
+        if where is None or not _has_table(con, table):
+            return 0
+        clause, params = where
+        row = _one(con, f"SELECT count(*) FROM {_q(table)}{clause}", params)
+        return int(row[0]) if row else 0

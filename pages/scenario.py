@@ -1,0 +1,153 @@
+"""Scenario planner page: cloud API vs rented vs owned GPUs; layout only, every figure comes from cost_engine.scenario."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from cost_engine import scenario as sl
+
+DEFAULT_SCENARIO = Path(__file__).resolve().parent.parent / "sample_data" / "scenario.toml"
+
+st.title("Scenario planner")
+st.caption(
+    "One workload priced as a hosted API, rented GPUs, owned GPUs (new or secondary) and hybrids: "
+    "$ per 1M tokens, monthly cost by TCO category, sensitivity and break-even. See docs/scenario.md."
+)
+
+uploaded = st.file_uploader("Scenario TOML (default: sample_data/scenario.toml)", type=["toml"])
+if uploaded is not None:
+    text, source = uploaded.getvalue().decode("utf-8"), uploaded.name
+else:
+    text, source = DEFAULT_SCENARIO.read_text(encoding="utf-8"), DEFAULT_SCENARIO.name
+try:
+    loaded = sl.parse_scenario_text(text, source)
+except sl.ScenarioError as exc:
+    st.error(str(exc))
+    st.stop()
+tag = hashlib.sha1(text.encode("utf-8")).hexdigest()[:10]
+
+# ---- Inputs ---------------------------------------------------------------
+st.subheader(f"Inputs: {loaded.name}")
+edits: dict[str, dict[str, float | int]] = {}
+with st.form(f"scenario-inputs-{tag}"):
+    for section, fields in sl.editable_numbers(loaded).items():
+        with st.expander(section, expanded=section == "workload"):
+            cols = st.columns(3)
+            edits[section] = {}
+            for i, (field, value) in enumerate(fields.items()):
+                key = f"{tag}:{section}:{field}"
+                with cols[i % 3]:
+                    if sl.is_integer_field(field):
+                        edits[section][field] = int(st.number_input(field, value=int(value), step=1, key=key))
+                    else:
+                        edits[section][field] = float(st.number_input(field, value=float(value), format="%g", key=key))
+    st.form_submit_button("Recalculate")
+
+try:
+    scenario = sl.apply_edits(loaded, edits)
+except sl.ScenarioError as exc:
+    st.error(f"{exc} (showing the file's values)")
+    scenario = loaded
+
+summary = sl.workload_summary(scenario)
+c1, c2, c3, c4 = st.columns(4)
+c1.metric("Tokens / month", f"{summary['tokens_per_month']:.3g}")
+c2.metric("Output tokens/s (avg / peak)", f"{summary['avg_output_tokens_per_s']:,.0f} / {summary['peak_output_tokens_per_s']:,.0f}")
+c3.metric("Peak to average", f"{summary['peak_to_average']:.2f}x")
+c4.metric("Horizon", f"{summary['months']} months, {summary['growth_per_month']:.1%}/month")
+
+# ---- Results --------------------------------------------------------------
+results = sl.evaluate(scenario)
+frame = sl.results_frame(results)
+st.subheader("Results (first month)")
+st.dataframe(frame, hide_index=True)
+
+names = [r.name for r in results]
+bar = go.Figure(
+    go.Bar(
+        x=names,
+        y=[r.cost_per_million_tokens for r in results],
+        text=[f"{r.cost_per_million_tokens:.4f}" if r.cost_per_million_tokens is not None else "" for r in results],
+        name="$ / 1M tokens",
+    )
+)
+bar.update_layout(title="$ per 1M tokens (blended)", yaxis_title=f"{scenario.currency} per 1M tokens", height=380)
+st.plotly_chart(bar, key="scenario-bar")
+
+stack = go.Figure(
+    [go.Bar(x=names, y=[r.breakdown[cat] for r in results], name=cat) for cat in sl.CATEGORIES]
+)
+stack.update_layout(barmode="stack", title="Monthly cost by TCO category", yaxis_title=scenario.currency, height=380)
+st.plotly_chart(stack, key="scenario-stack")
+
+notes = [f"**{r.name}**: {n}" for r in results for n in r.notes]
+if notes:
+    with st.expander("Notes"):
+        st.markdown("\n".join(f"- {n}" for n in notes))
+
+# ---- Sensitivity ----------------------------------------------------------
+st.subheader("Sensitivity")
+param = st.selectbox(
+    "Parameter",
+    list(sl.SWEEP_PARAMETERS),
+    format_func=lambda p: f"{p}: {sl.SWEEP_PARAMETERS[p]}",
+    key="scenario-sweep-param",
+)
+try:
+    swept = sl.sweep(scenario, param, sl.default_sweep_values(scenario, param))
+except sl.ScenarioError as exc:
+    st.error(str(exc))
+else:
+    metric = "horizon_cost_per_million_tokens" if param == "growth" else "cost_per_million_tokens"
+    lines = go.Figure()
+    for name, part in swept.partition_by("option", as_dict=True, maintain_order=True).items():
+        lines.add_trace(
+            go.Scatter(x=part["value"].to_list(), y=part[metric].to_list(), mode="lines+markers", name=name[0])
+        )
+    lines.update_layout(title=f"{metric} vs {param}", xaxis_title=param, yaxis_title=metric, height=400)
+    st.plotly_chart(lines, key="scenario-sweep")
+    with st.expander("Sweep table"):
+        st.dataframe(swept, hide_index=True)
+
+# ---- Break-even -----------------------------------------------------------
+st.subheader("Break-even")
+if len(names) >= 2:
+    ca, cb = st.columns(2)
+    a = ca.selectbox("Option A", names, index=0, key="scenario-be-a")
+    b = cb.selectbox("Option B", names, index=min(len(names) - 1, 2), key="scenario-be-b")
+    if a == b:
+        st.info("Pick two different options.")
+    else:
+        be = sl.break_even(scenario, a, b)
+        m1, m2 = st.columns(2)
+        if be.volume_tokens is not None:
+            m1.metric("Break-even volume (tokens/month)", f"{be.volume_tokens:.4g}", f"{be.volume_scale:.3g}x scenario")
+            m1.caption(
+                f"{be.cheaper_below} cheaper below, {be.cheaper_above} above; monthly cost there: "
+                f"{a} {be.monthly_cost_a:,.0f}, {b} {be.monthly_cost_b:,.0f}"
+                + (" (costs swap at a card step)" if be.at_card_step else "")
+            )
+        else:
+            m1.metric("Break-even volume", "none")
+            m1.caption(be.volume_reason or "")
+        if be.month is not None:
+            m2.metric("Cumulative costs cross in month", str(be.month))
+            m2.caption(
+                f"cumulative cash then: {a} {be.cumulative_a:,.0f}, {b} {be.cumulative_b:,.0f}; "
+                f"{be.cheaper_before} cheaper before"
+            )
+        else:
+            m2.metric("Cumulative costs cross", "never")
+            m2.caption(be.month_reason or "")
+        cum = sl.cumulative_costs(scenario, [a, b])
+        fig = go.Figure()
+        for name, part in cum.partition_by("option", as_dict=True, maintain_order=True).items():
+            fig.add_trace(go.Scatter(x=part["month"].to_list(), y=part["cumulative_cash"].to_list(), name=name[0]))
+        fig.update_layout(title="Cumulative cash (capex when bought, residual at end of life)", xaxis_title="month", yaxis_title=scenario.currency, height=380)
+        st.plotly_chart(fig, key="scenario-cumulative")
+else:
+    st.info("Break-even needs at least two options.")

@@ -1,0 +1,34 @@
+"""Test helpers: tiny hand-made bundles and configs."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from cost_engine.bundle import Bundle
+from cost_engine.config import parse_config
+from cost_engine.contract import make_frame
+
+DAY0 = datetime(2026, 10, 1, tzinfo=timezone.utc)
+DAY1 = datetime(2026, 10, 2, tzinfo=timezone.utc)
+
+
+def ts(day: int, hour: float = 0) -> str:
+    """ISO timestamp on 2026-09-`day`/10-`day` at `hour` (fractional hours allowed), UTC."""
+    h = int(hour)
+    m = int(round((hour - h) * 60))
+    month, d = (9, day) if day >= 20 else (10, day)
+    return f"2026-{month:02d}-{d:02d}T{h:02d}:{m:02d}:00Z"
+
+
+def make_bundle(**tables: list[dict]) -> Bundle:
+    return Bundle.from_frames({name: make_frame(name, rows) for name, rows in tables.items()})
+
+
+def make_config(**sections) -> object:
+    data = {"period": {"start": DAY0, "end": DAY1}}
+    for k, v in sections.items():
+        if isinstance(v, dict):
+            data.setdefault(k, {}).update(v)
+        else:
+            data[k] = v
+    return parse_config(data)
