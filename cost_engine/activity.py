@@ -97,25 +97,28 @@ def interval_activity(
     samples = sample_intervals(telemetry, rule.max_sample_gap_s)
     p = pieces(samples, intervals)
     if rule.mode == "threshold":
-        active = pl.when(pl.col("util_pct") >= rule.threshold_pct).then(pl.col("ov_s")).otherwise(0.0)
+        busy = pl.when(pl.col("util_pct") >= rule.threshold_pct).then(1.0).otherwise(0.0)
     else:
-        active = pl.col("ov_s") * pl.col("util_pct") / 100.0
+        busy = pl.col("util_pct") / 100.0
+    active = pl.col("ov_s") * busy
     agg = p.group_by("e_idx").agg(
         pl.col("ov_s").sum().alias("covered_s"),
         active.sum().alias("active_s"),
         (pl.col("ov_s") * pl.col("util_pct")).sum().alias("util_s"),
         (pl.col("joules") * pl.col("frac")).sum().alias("joules"),
+        # Joules drawn while inactive: what allocated idle time cost in energy.
+        (pl.col("joules") * pl.col("frac") * (1.0 - busy)).sum().alias("idle_joules"),
         pl.when(pl.col("joules").is_not_null()).then(pl.col("ov_s")).otherwise(0.0).sum().alias("energy_s"),
     )
     out = intervals.select("e_idx").join(agg, on="e_idx", how="left").with_columns(
-        pl.col("covered_s", "active_s", "util_s", "joules", "energy_s").fill_null(0.0)
+        pl.col("covered_s", "active_s", "util_s", "joules", "idle_joules", "energy_s").fill_null(0.0)
     )
     return out, samples
 
 
 def empty_activity(intervals: pl.DataFrame) -> pl.DataFrame:
     return intervals.select("e_idx").with_columns(
-        *(pl.lit(0.0).alias(c) for c in ("covered_s", "active_s", "util_s", "joules", "energy_s"))
+        *(pl.lit(0.0).alias(c) for c in ("covered_s", "active_s", "util_s", "joules", "idle_joules", "energy_s"))
     )
 
 

@@ -1,14 +1,77 @@
-"""Read a usage bundle folder (CSV, Parquet, JSONL) into validated frames plus rejections."""
+"""Read a usage bundle folder (CSV, Parquet, JSONL) into validated contract frames plus rejections.
+
+Every format is first read into a frame of raw columns (strings, or already-typed Parquet
+columns) with a `_row` column; one shared, vectorised validation pipeline then parses,
+checks and deduplicates it, so all three formats accept and reject exactly the same rows.
+"""
 
 from __future__ import annotations
 
+import gzip
+import io
+import json
+import math
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import polars as pl
 
 from .config import Config
-from .contract import REJECTED_SCHEMA, TABLE_NAMES, empty
+from .contract import (
+    CATEGORIES,
+    DRIVERS,
+    EVENT_KINDS,
+    QUEUE_REASONS,
+    RECORD_KEYS,
+    REJECTED_SCHEMA,
+    REQUEST_STATUSES,
+    TABLE_NAMES,
+    TABLES,
+    TS,
+    WORKLOADS,
+    Column,
+    empty,
+    schema,
+)
+
+ROW = "_row"
+REJECTIONS_SCHEMA = REJECTED_SCHEMA | {"file": pl.String}
+CONFIG_FILE = "ailedger.toml"
+
+# A bundle file is `<table><suffix>`; the suffix picks the reader.
+_SUFFIXES = {
+    ".csv": "csv",
+    ".csv.gz": "csv",
+    ".parquet": "parquet",
+    ".jsonl": "jsonl",
+    ".jsonl.gz": "jsonl",
+}
+
+_RAW = "__raw__"  # prefix of the raw input columns while parsed columns take the contract names
+_USUAL = "__usual__"  # prefix of timestamp columns parsed by the fast path
+_HEAD = 65536  # bytes sniffed to tell text from binary
+_MAX_SHOWN = 60  # values quoted in a reason are cut to this many characters
+_MAX_ROWS_SHOWN = 10  # row numbers listed in one conflicting-duplicate reason
+
+_ISO_AWARE = "%Y-%m-%dT%H:%M:%S%.f%#z"  # %#z: Z, +hh, +hhmm, +hh:mm
+_ISO_NAIVE = "%Y-%m-%dT%H:%M:%S%.f"
+_EPOCH_RE = r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$"
+# Epoch seconds beyond this (year ~5138) are almost surely milliseconds or nanoseconds.
+_MAX_EPOCH_S = 1e11
+
+# Magic bytes of files that are not CSV text, so a mis-named file fails with a useful message.
+_BINARY_MAGIC = {
+    b"\x1f\x8b": "gzip-compressed data",
+    b"PK\x03\x04": "a zip archive",
+    b"PAR1": "a Parquet file",
+    b"\x28\xb5\x2f\xfd": "zstd-compressed data",
+    b"BZh": "bzip2-compressed data",
+}
+
+
+class BundleError(ValueError):
+    """A bundle that cannot be read at all (missing folder, file or column, unparseable file)."""
 
 
 @dataclass
@@ -17,7 +80,7 @@ class Bundle:
 
     tables: dict[str, pl.DataFrame]
     # one row per rejected input row: table, row (1-based data row in its file), reason, file
-    rejected: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=REJECTED_SCHEMA | {"file": pl.String}))
+    rejected: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=REJECTIONS_SCHEMA))
     # tables the source actually had (a missing table is a coverage gap, never guessed)
     present: frozenset[str] = frozenset()
     # notes that are not rejections: identical duplicates dropped, etc. (what, detail)
@@ -33,5 +96,750 @@ class Bundle:
         return cls(tables=tables, present=frozenset(frames), **kw)
 
 
+@dataclass(frozen=True)
+class _RawFile:
+    """What a format reader hands to the shared validation."""
+
+    frame: pl.DataFrame  # input columns (strings or typed Parquet columns) plus ROW
+    rejected: pl.DataFrame  # rows the reader itself could not parse (JSONL lines)
+    empty: bool  # no data rows at all (0 bytes, header only, blank lines only)
+
+
+# --------------------------------------------------------------------------- bundle folder
+
+
 def read_bundle(path: str | Path, config: Config | None = None) -> Bundle:
-    raise NotImplementedError
+    """Read and validate every contract table of a bundle folder."""
+    config = config or Config()
+    root = Path(path)
+    if not root.is_dir():
+        raise BundleError(f"bundle folder {root} does not exist or is not a folder")
+    files, unknown = _find_table_files(root)
+    if "allocations" not in files:
+        raise BundleError(f"bundle {root} has no allocations file (allocations.csv, .parquet or .jsonl)")
+
+    notes: list[tuple[str, str]] = [("unknown file", name) for name in unknown]
+    tables: dict[str, pl.DataFrame] = {}
+    rejected: list[pl.DataFrame] = []
+    for table in TABLE_NAMES:
+        file = files.get(table)
+        if file is None:
+            tables[table] = empty(table)
+            continue
+        raw = _read_raw(file)
+        if raw.empty and raw.rejected.height == 0:
+            notes.append(("empty file", file.name))
+        valid, rej = validate_frame(table, raw.frame, config, file.name, notes=notes)
+        tables[table] = valid
+        rejected.append(pl.concat([raw.rejected, rej]).sort("row"))
+    all_rejected = pl.concat(rejected) if rejected else pl.DataFrame(schema=REJECTIONS_SCHEMA)
+    return Bundle(tables=tables, rejected=all_rejected, present=frozenset(files), notes=notes)
+
+
+def _find_table_files(root: Path) -> tuple[dict[str, Path], list[str]]:
+    """Map each contract table to its one file; other names are returned as unknown."""
+    found: dict[str, list[Path]] = {}
+    unknown: list[str] = []
+    for entry in sorted(root.iterdir()):
+        name = entry.name
+        if name == CONFIG_FILE or name.startswith("."):
+            continue  # the config belongs to the caller; dotfiles are OS/editor litter
+        table = _table_of(name) if entry.is_file() else None
+        if table is None:
+            unknown.append(name + ("/" if entry.is_dir() else ""))
+        else:
+            found.setdefault(table, []).append(entry)
+    for table, paths in found.items():
+        if len(paths) > 1:
+            names = ", ".join(p.name for p in paths)
+            raise BundleError(f"bundle {root} has {len(paths)} files for table {table}: {names}; keep one")
+    return {t: p[0] for t, p in found.items()}, unknown
+
+
+def _table_of(name: str) -> str | None:
+    for suffix in _SUFFIXES:
+        if name.endswith(suffix) and name[: -len(suffix)] in TABLES:
+            return name[: -len(suffix)]
+    return None
+
+
+def _format_of(path: Path) -> str:
+    return next(fmt for suffix, fmt in _SUFFIXES.items() if path.name.endswith(suffix))
+
+
+# --------------------------------------------------------------------------- format readers
+
+
+def _read_raw(path: Path) -> _RawFile:
+    """Read one bundle file into raw columns plus ROW, whatever its format."""
+    reader = {"csv": _read_csv, "parquet": _read_parquet, "jsonl": _read_jsonl}[_format_of(path)]
+    raw = reader(path)
+    return _RawFile(_tidy_header(raw.frame, path.name), raw.rejected, raw.empty)
+
+
+def _no_rejections() -> pl.DataFrame:
+    return pl.DataFrame(schema=REJECTIONS_SCHEMA)
+
+
+def _empty_raw() -> _RawFile:
+    return _RawFile(pl.DataFrame(schema={ROW: pl.Int64}), _no_rejections(), True)
+
+
+def _read_bytes(path: Path) -> bytes:
+    """The file's bytes, gunzipped for `.gz` names."""
+    try:
+        if path.name.endswith(".gz"):
+            with gzip.open(path, "rb") as fh:
+                return fh.read()
+        return path.read_bytes()
+    except (OSError, EOFError, zlib.error) as exc:
+        raise BundleError(f"{path.name}: cannot read: {exc}") from None
+
+
+def _check_text(data: bytes, name: str) -> None:
+    """Fail early on binary content, which CSV parsers would otherwise misread or decompress."""
+    for magic, what in _BINARY_MAGIC.items():
+        if data.startswith(magic):
+            hint = f"; name it {name}.gz" if magic == b"\x1f\x8b" else ""
+            raise BundleError(f"{name}: is {what}, not text{hint}")
+    head = data[:_HEAD]  # callers may pass just the head of a large file
+    if b"\x00" in head:
+        raise BundleError(f"{name}: contains binary data (NUL bytes), not text")
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.start < len(head) - 4:  # a multi-byte character cut at the chunk end is fine
+            raise BundleError(f"{name}: is not UTF-8 text (byte {exc.start})") from None
+
+
+def _head(path: Path) -> bytes:
+    try:
+        with path.open("rb") as fh:
+            return fh.read(_HEAD)
+    except OSError as exc:
+        raise BundleError(f"{path.name}: cannot read: {exc}") from None
+
+
+def _is_blank(data: bytes) -> bool:
+    return not _strip_bom(data).strip()
+
+
+def _strip_bom(data: bytes) -> bytes:
+    return data[3:] if data.startswith(b"\xef\xbb\xbf") else data
+
+
+def _read_csv(path: Path) -> _RawFile:
+    # Plain files go to polars by path (memory-mapped); gzip has to be inflated anyway.
+    data = _read_bytes(path) if path.name.endswith(".gz") else None
+    head = data[:_HEAD] if data is not None else _head(path)
+    _check_text(head, path.name)
+    if _is_blank(head) and _is_blank(data if data is not None else path.read_bytes()):
+        return _empty_raw()
+    try:
+        # Everything as text: the shared validation decides what a value means.
+        # polars drops a UTF-8 BOM itself, so the first header name stays clean.
+        frame = pl.read_csv(
+            io.BytesIO(data) if data is not None else path,
+            infer_schema=False,
+            row_index_name=ROW,
+            row_index_offset=1,
+            truncate_ragged_lines=False,
+        )
+    except pl.exceptions.NoDataError:
+        return _empty_raw()
+    except Exception as exc:  # polars raises several error types for malformed text
+        raise BundleError(f"{path.name}: cannot parse as CSV: {_first_line(exc)}") from None
+    _reserve_row(frame.columns[1:], path.name)
+    frame = frame.with_columns(pl.col(ROW).cast(pl.Int64))
+    return _RawFile(frame, _no_rejections(), frame.height == 0)
+
+
+def _read_parquet(path: Path) -> _RawFile:
+    try:
+        frame = pl.read_parquet(path)
+    except Exception as exc:
+        raise BundleError(f"{path.name}: cannot read as Parquet: {_first_line(exc)}") from None
+    _reserve_row(frame.columns, path.name)
+    frame = frame.with_columns(_parquet_text(frame, name) for name in frame.columns)
+    frame = frame.with_row_index(ROW, offset=1).with_columns(pl.col(ROW).cast(pl.Int64))
+    return _RawFile(frame, _no_rejections(), frame.height == 0)
+
+
+def _parquet_text(frame: pl.DataFrame, name: str) -> pl.Expr:
+    """Keep scalar typed columns (the parsers take them as they are); stringify the rest."""
+    dtype = frame.schema[name]
+    col = pl.col(name)
+    if dtype == pl.String or dtype.is_numeric() or dtype.is_temporal():
+        return col
+    if isinstance(dtype, pl.Struct):
+        return col.struct.json_encode()
+    if isinstance(dtype, (pl.List, pl.Array)):
+        return col.map_elements(lambda v: json.dumps(v, default=str), return_dtype=pl.String)
+    return col.cast(pl.String)
+
+
+def _read_jsonl(path: Path) -> _RawFile:
+    data = _strip_bom(_read_bytes(path))
+    if b"\x00" in data[:_HEAD]:
+        raise BundleError(f"{path.name}: contains binary data (NUL bytes), not JSON lines")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BundleError(f"{path.name}: is not UTF-8 text (byte {exc.start})") from None
+    if not text.strip():
+        return _empty_raw()
+    fast = _jsonl_fast(data, text)
+    raw = fast if fast is not None else _jsonl_by_line(text, path.name)
+    _reserve_row(raw.frame.columns[:-1] if fast is not None else raw.frame.columns[1:], path.name)
+    return raw
+
+
+def _jsonl_fast(data: bytes, text: str) -> _RawFile | None:
+    """Polars' NDJSON reader, values as their JSON text; None when any line needs care."""
+    try:
+        keys = pl.read_ndjson(io.BytesIO(data), infer_schema_length=None).columns
+        frame = pl.read_ndjson(io.BytesIO(data), schema={k: pl.String for k in keys})
+    except Exception:
+        return None
+    # polars skips blank lines; map rows back to line numbers so reasons point at the file
+    lines = pl.select(pl.lit(text).str.split("\n").alias("l")).explode("l")
+    numbers = lines.with_row_index(ROW, offset=1).filter(pl.col("l").str.strip_chars() != "")[ROW]
+    if numbers.len() != frame.height:
+        return None  # e.g. an object spread over several lines: let the line reader judge
+    frame = frame.with_columns(numbers.cast(pl.Int64).alias(ROW))
+    return _RawFile(frame, _no_rejections(), frame.height == 0)
+
+
+def _jsonl_by_line(text: str, name: str) -> _RawFile:
+    """Line-by-line JSON: a broken line is rejected by its number and the others still count."""
+    rows: list[dict[str, str | int | None]] = []
+    bad: list[tuple[int, str]] = []
+    for number, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            bad.append((number, f"line {number} is not valid JSON"))
+            continue
+        if not isinstance(obj, dict):
+            bad.append((number, f"line {number} is not a JSON object"))
+            continue
+        rows.append({ROW: number, **{str(k): _json_text(v) for k, v in obj.items()}})
+    keys = list(dict.fromkeys(k for row in rows for k in row if k != ROW))
+    frame = pl.from_dicts(rows, schema={ROW: pl.Int64, **{k: pl.String for k in keys}})
+    rejected = pl.DataFrame(
+        {
+            "table": [_table_of(name)] * len(bad),
+            "row": [n for n, _ in bad],
+            "reason": [r for _, r in bad],
+            "file": [name] * len(bad),
+        },
+        schema=REJECTIONS_SCHEMA,
+    )
+    return _RawFile(frame, rejected, not rows and not bad)
+
+
+def _json_text(value: object) -> str | None:
+    """A JSON value as the text polars' reader would give it (numbers as written)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # NaN / Infinity: rejected later with a clear reason
+    return json.dumps(value)  # numbers as JSON writes them; objects and arrays as JSON text
+
+
+def _tidy_header(frame: pl.DataFrame, name: str) -> pl.DataFrame:
+    """Strip whitespace/BOM from column names; duplicate names make the file ambiguous."""
+    names = [c if c == ROW else c.strip().lstrip("\ufeff").strip() for c in frame.columns]
+    seen: set[str] = set()
+    for original, clean in zip(frame.columns, names):
+        base = clean.split("_duplicated_")[0] if "_duplicated_" in clean else None
+        if clean in seen or (base is not None and base in seen):
+            raise BundleError(f"{name}: column {base or clean} appears more than once among the column names")
+        seen.add(clean)
+    keep = [c for c, n in zip(frame.columns, names) if n != ""]  # a trailing comma's unnamed column
+    return frame.select(keep).rename({c: n for c, n in zip(frame.columns, names) if c in keep})
+
+
+def _reserve_row(columns: list[str], name: str) -> None:
+    """ROW carries the input row number; a source column of that name would be overwritten."""
+    if any(c.strip() == ROW for c in columns):
+        raise BundleError(f"{name}: column name {ROW} is reserved for row numbers")
+
+
+def _first_line(exc: Exception) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+# --------------------------------------------------------------------------- shared validation
+
+
+def validate_frame(
+    table: str,
+    raw: pl.DataFrame,
+    config: Config | None,
+    file: str,
+    *,
+    notes: list[tuple[str, str]] | None = None,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Parse and check a frame of raw values (strings or typed) for one contract table.
+
+    Returns (valid rows in the canonical schema plus extra columns as strings, rejected
+    rows as table/row/reason/file). `ROW` is added (1-based) when the frame lacks it.
+    Remarks that are not rejections (dropped identical duplicates, currency conversion)
+    are appended to `notes` when given. Raises BundleError when a required column is
+    missing from the frame entirely.
+    """
+    config = config or Config()
+    if ROW not in raw.columns:
+        raw = raw.with_row_index(ROW, offset=1)
+    raw = raw.with_columns(pl.col(ROW).cast(pl.Int64))
+    if raw.height == 0 and raw.width == 1:  # no header at all (0-byte file): nothing to check
+        return _finish(table, empty(table), [], config, None), _no_rejections()
+    _check_columns(table, raw, file)
+
+    names = [c.name for c in TABLES[table]]
+    extras = [c for c in raw.columns if c != ROW and c not in names]
+    good, bad = _checked(table, raw, config)
+    good, conflicts, dropped = _dedupe(table, good, names)
+    if dropped and notes is not None:
+        notes.append(("duplicate rows", f"{table}: {dropped} identical duplicate rows counted once"))
+
+    rejected = pl.concat([bad, conflicts])
+    rejected = rejected.sort("row").select(
+        pl.lit(table, pl.String).alias("table"), "row", "reason", pl.lit(file, pl.String).alias("file")
+    )
+    return _finish(table, good, extras, config, notes), rejected.cast(dict(REJECTIONS_SCHEMA))
+
+
+# Columns the reader adds to costs: the amount and currency as given, before conversion.
+_COST_ORIGINALS = ("original_amount", "original_currency")
+
+
+def _finish(
+    table: str, good: pl.DataFrame, extras: list[str], config: Config, notes: list[tuple[str, str]] | None
+) -> pl.DataFrame:
+    """Canonical columns in contract order, then the file's extra columns as strings."""
+    names = list(schema(table))
+    if table != "costs":
+        return good.select(*names, *(pl.col(c).cast(pl.String) for c in extras))
+    good = _convert_currency(good, config, extras, notes)
+    others = [c for c in extras if c not in _COST_ORIGINALS]
+    return good.select(*names, *(pl.col(c).cast(pl.String) for c in others), *_COST_ORIGINALS)
+
+
+def _check_columns(table: str, raw: pl.DataFrame, file: str) -> None:
+    missing = [c.name for c in TABLES[table] if c.required and c.name not in raw.columns]
+    if missing:
+        cols = ", ".join(missing)
+        raise BundleError(f"{file}: required column{'s' if len(missing) > 1 else ''} {cols} missing ({table})")
+
+
+@dataclass(frozen=True)
+class _Problem:
+    """One way a row can break the contract: a cheap flag for every row, a message for flagged rows."""
+
+    flag: pl.Expr
+    message: pl.Expr
+
+
+def _checked(table: str, raw: pl.DataFrame, config: Config) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(valid rows with parsed columns, rejected rows as row/reason)."""
+    cols = TABLES[table]
+    present = {c.name for c in cols if c.name in raw.columns}
+    # Parsers take text, numbers and datetimes; anything else (null, bool, categorical) as text.
+    raw = raw.with_columns(pl.col(n).cast(pl.String) for n in present if not _parser_input(raw.schema[n]))
+    dtypes = {c.name: (raw.schema[c.name] if c.name in present else pl.String) for c in cols}
+    lf = raw.lazy().rename({n: _RAW + n for n in present})
+    lf = lf.with_columns(pl.lit(None, pl.String).alias(_RAW + c.name) for c in cols if c.name not in present)
+    lf = lf.with_columns(_clean(_raw(c.name)).alias(_RAW + c.name) for c in cols if dtypes[c.name] == pl.String)
+    # The usual timestamp spelling is parsed once up front; the slower paths only see the rest.
+    text_ts = [c.name for c in cols if c.dtype == TS and dtypes[c.name] == pl.String]
+    lf = lf.with_columns(_usual_ts(_raw(n)).alias(_USUAL + n) for n in text_ts)
+
+    parsed = {c.name: _parse_column(c, dtypes[c.name], config) for c in cols}
+    # Each step runs once over all rows and only cheap flags are computed there: a value
+    # that was given but did not parse, or a required value that is missing.
+    lf = lf.with_columns(value.alias(name) for name, (value, _) in parsed.items())
+    given_but_unparsed = [_raw(c.name).is_not_null() & pl.col(c.name).is_null() for c in cols if c.dtype != pl.String]
+    missing = [_raw(c.name).is_null() for c in cols if c.required]
+    lf = lf.with_columns(pl.any_horizontal(*given_but_unparsed, *missing).alias("__bad"))
+    lf = lf.with_columns(pl.col(c.name).fill_null(pl.lit(c.default, c.dtype)) for c in cols if c.default is not None)
+    lf = lf.with_columns(_post_parse(table, config))
+    rules = _rules(table, config)
+    checked = lf.with_columns(pl.col("__bad") | _any(rules)).collect()
+
+    raw_cols = [_RAW + c.name for c in cols] + [_USUAL + n for n in text_ts]
+    good = checked.lazy().filter(~pl.col("__bad")).drop("__bad", *raw_cols).collect()
+    # Messages are text work: build them only for the (usually few) rejected rows, where
+    # each parser explains exactly what went wrong.
+    problems = [p for _, found in parsed.values() for p in found]
+    reasons = _join_reasons([*problems, *rules])
+    fallback = pl.lit("row could not be read")  # never expected: every flag above has a message
+    bad = checked.filter(pl.col("__bad")).select(
+        pl.col(ROW).alias("row"), pl.when(reasons != "").then(reasons).otherwise(fallback).alias("reason")
+    )
+    return good, bad
+
+
+def _parser_input(dtype: pl.DataType) -> bool:
+    return dtype == pl.String or dtype.is_numeric() or isinstance(dtype, (pl.Datetime, pl.Date))
+
+
+def _any(problems: list[_Problem]) -> pl.Expr:
+    if not problems:
+        return pl.lit(False)
+    return pl.any_horizontal(p.flag.fill_null(False) for p in problems)
+
+
+def _join_reasons(problems: list[_Problem]) -> pl.Expr:
+    """All problems of a row, '; '-joined in column order, then table rules."""
+    parts = [pl.when(p.flag).then(p.message) for p in problems]
+    return pl.concat_str(parts, separator="; ", ignore_nulls=True)
+
+
+# ---- column parsers: each returns (value expression without default, problems)
+
+
+def _raw(name: str) -> pl.Expr:
+    """The input value of a contract column (text already stripped, empty text null)."""
+    return pl.col(_RAW + name)
+
+
+def _shown(expr: pl.Expr) -> pl.Expr:
+    """A value as quoted in a reason, cut to a readable length."""
+    s = expr.cast(pl.String).str.strip_chars()
+    return pl.when(s.str.len_chars() > _MAX_SHOWN).then(s.str.slice(0, _MAX_SHOWN - 3) + "...").otherwise(s)
+
+
+def _clean(text: pl.Expr) -> pl.Expr:
+    """Text stripped of surrounding whitespace; empty text is a missing value."""
+    s = text.str.strip_chars()
+    return pl.when(s == "").then(None).otherwise(s)
+
+
+def _parse_column(c: Column, dtype: pl.DataType, config: Config) -> tuple[pl.Expr, list[_Problem]]:
+    value = _raw(c.name)
+    if c.dtype == pl.String:
+        value, problems = value.cast(pl.String), []
+    elif c.dtype == pl.Float64:
+        value, problems = _parse_float(c.name, value, dtype)
+    elif c.dtype == pl.Int64:
+        value, problems = _parse_int(c.name, value, dtype)
+    else:
+        value, problems = _parse_ts(c.name, value, dtype, config.period.source_timezone)
+    if c.required:
+        problems = [_Problem(_raw(c.name).is_null(), pl.lit(f"missing required {c.name}")), *problems]
+    return value, problems
+
+
+def _numeric_problems(name: str, clean: pl.Expr, number: pl.Expr) -> list[_Problem]:
+    shown = _shown(clean)
+    return [
+        _Problem(clean.is_not_null() & number.is_null(), pl.format(f"{name} is not a number: '{{}}'", shown)),
+        _Problem(number.is_nan(), pl.lit(f"{name} is NaN")),
+        _Problem(number.is_infinite(), pl.format(f"{name} is infinite: '{{}}'", shown)),
+    ]
+
+
+def _as_float(clean: pl.Expr, dtype: pl.DataType) -> pl.Expr:
+    if dtype.is_numeric() or dtype == pl.String:
+        return clean.cast(pl.Float64, strict=False)
+    return pl.lit(None, pl.Float64)  # a datetime where a number belongs
+
+
+def _parse_float(name: str, clean: pl.Expr, dtype: pl.DataType) -> tuple[pl.Expr, list[_Problem]]:
+    number = _as_float(clean, dtype)
+    # NaN/inf rows are rejected here; nulling them keeps range rules from judging them again.
+    return pl.when(number.is_finite()).then(number), _numeric_problems(name, clean, number)
+
+
+def _parse_int(name: str, clean: pl.Expr, dtype: pl.DataType) -> tuple[pl.Expr, list[_Problem]]:
+    number = _as_float(clean, dtype)
+    # Exact integers first (no float rounding for big counts), then integral floats like "12.0".
+    exact = clean.cast(pl.Int64, strict=False) if dtype == pl.String or dtype.is_integer() else None
+    integral = number.is_finite() & (number == number.floor()) & (number.abs() < 2.0**63)
+    from_float = pl.when(integral).then(number.cast(pl.Int64, strict=False))
+    value = pl.coalesce(exact, from_float) if exact is not None else from_float
+    problems = _numeric_problems(name, clean, number)
+    problems.append(
+        _Problem(number.is_finite() & value.is_null(), pl.format(f"{name} is not an integer: '{{}}'", _shown(clean)))
+    )
+    return value, problems
+
+
+def _parse_ts(
+    name: str, clean: pl.Expr, dtype: pl.DataType, source_tz: str | None
+) -> tuple[pl.Expr, list[_Problem]]:
+    if isinstance(dtype, pl.Datetime) and dtype.time_zone is not None:
+        return clean.dt.convert_time_zone("UTC").dt.cast_time_unit("us"), []
+    if isinstance(dtype, (pl.Datetime, pl.Date)):
+        return _localise(name, clean.cast(pl.Datetime("us")), clean, source_tz)
+    if dtype.is_numeric():
+        return _epoch(name, clean.cast(pl.Float64), clean)
+    text = clean.cast(pl.String)
+    # Only what the usual spelling did not parse goes through the regex work, which costs
+    # more than the parse itself.
+    usual = pl.col(_USUAL + name)
+    rest = pl.when(usual.is_null()).then(text)
+    iso = _normalise_iso(rest)
+    aware = iso.str.to_datetime(_ISO_AWARE, time_unit="us", strict=False)
+    naive = iso.str.to_datetime(_ISO_NAIVE, time_unit="us", strict=False)
+    local, local_problems = _localise(name, naive, text, source_tz)
+    epoch_number = pl.when(rest.str.contains(_EPOCH_RE)).then(rest.cast(pl.Float64, strict=False))
+    epoch, epoch_problems = _epoch(name, epoch_number, text)
+    unparsed = rest.is_not_null() & aware.is_null() & naive.is_null() & epoch_number.is_null()
+    problems = [
+        _Problem(unparsed, pl.format(f"{name} is not a timestamp: '{{}}'", _shown(text))),
+        *local_problems,
+        *epoch_problems,
+    ]
+    value = pl.coalesce(usual, aware, local, epoch).dt.convert_time_zone("UTC")
+    return value, problems
+
+
+def _usual_ts(text: pl.Expr) -> pl.Expr:
+    """ISO 8601 as most sources write it: 'T', seconds, any fraction, Z/+hh/+hhmm/+hh:mm."""
+    return text.str.to_datetime(_ISO_AWARE, time_unit="us", strict=False)
+
+
+def _normalise_iso(text: pl.Expr) -> pl.Expr:
+    """Bring other ISO 8601 spellings to the usual one: 'T' separator, seconds present."""
+    s = text.str.replace(r"^(\d{4}-\d{2}-\d{2})[Tt ]", "${1}T")
+    s = s.str.replace(r"^(\d{4}-\d{2}-\d{2})$", "${1}T00:00:00")
+    return s.str.replace(r"T(\d{2}:\d{2})([Zz+-]|$)", "T${1}:00${2}")
+
+
+def _localise(
+    name: str, naive: pl.Expr, shown_from: pl.Expr, source_tz: str | None
+) -> tuple[pl.Expr, list[_Problem]]:
+    """Offset-less times: rejected, or read in `source_timezone` (never guessing DST)."""
+    shown = _shown(shown_from)
+    if source_tz is None:
+        reason = pl.format(
+            f"{name} timestamp without offset '{{}}' (add Z or +hh:mm, or set period.source_timezone)", shown
+        )
+        return pl.lit(None, pl.Datetime("us", "UTC")), [_Problem(naive.is_not_null(), reason)]
+    strict = naive.dt.replace_time_zone(source_tz, ambiguous="null", non_existent="null")
+    earliest = naive.dt.replace_time_zone(source_tz, ambiguous="earliest", non_existent="null")
+    failed = naive.is_not_null() & strict.is_null()
+    problems = [
+        _Problem(
+            failed & earliest.is_not_null(),
+            pl.format(f"{name} '{{}}' is ambiguous in {source_tz} (DST change; give an offset)", shown),
+        ),
+        _Problem(
+            failed & earliest.is_null(),
+            pl.format(f"{name} '{{}}' does not exist in {source_tz} (DST gap; give an offset)", shown),
+        ),
+    ]
+    return strict.dt.convert_time_zone("UTC"), problems
+
+
+def _epoch(name: str, seconds: pl.Expr, shown_from: pl.Expr) -> tuple[pl.Expr, list[_Problem]]:
+    ok = seconds.is_finite() & (seconds.abs() < _MAX_EPOCH_S)
+    micros = pl.when(ok).then((seconds * 1_000_000).round().cast(pl.Int64))
+    value = pl.from_epoch(micros, time_unit="us").dt.replace_time_zone("UTC")
+    problems = [
+        _Problem(
+            seconds.is_not_null() & ~ok,
+            pl.format(f"{name} '{{}}' is not a timestamp (epoch seconds expected)", _shown(shown_from)),
+        )
+    ]
+    return value, problems
+
+
+# ---- table rules on parsed values (null values pass: required-ness is checked when parsing)
+
+
+def _post_parse(table: str, config: Config) -> list[pl.Expr]:
+    """Value fixes that need config: a cost's currency defaults to the period currency."""
+    if table != "costs":
+        return []
+    return [pl.col("currency").str.to_uppercase().fill_null(config.period.currency.upper())]
+
+
+def _rules(table: str, config: Config) -> list[_Problem]:
+    """The contract's value rules per table (SEMANTICS "Rejections")."""
+    rules = {
+        "inventory": lambda: [
+            _unit_share("capacity"),
+            *_interval("in_service_start", "in_service_end"),
+        ],
+        "allocations": lambda: [
+            *_interval("start", "end"),
+            _unit_share("share"),
+            _one_of("workload", WORKLOADS),
+            _non_negative("requested_gpus"),
+        ],
+        "telemetry": lambda: [
+            _Problem(
+                (pl.col("util_pct") < 0) | (pl.col("util_pct") > 100),
+                pl.format("util_pct {} outside 0..100", _shown(_raw("util_pct"))),
+            ),
+            *map(_non_negative, ("power_w", "energy_j", "mem_used_mib")),
+        ],
+        "requests": lambda: [
+            *map(_non_negative, ("input_tokens", "cached_input_tokens", "output_tokens")),
+            _one_of("status", REQUEST_STATUSES),
+            _Problem(pl.col("requests") < 1, pl.format("requests {} is below 1", _shown(_raw("requests")))),
+            *_interval("ts", "end"),
+            *map(_non_negative, ("ttft_ms", "latency_ms", "prefill_ms", "decode_ms")),
+        ],
+        "costs": lambda: [
+            _non_negative("amount"),
+            _one_of("category", CATEGORIES),
+            *_interval("start", "end"),
+            _one_of("driver", DRIVERS),
+            _currency_known(config),
+        ],
+        "rates": lambda: [
+            _non_negative("price_per_gpu_hour"),
+            _one_of("category", CATEGORIES),
+            *_interval("start", "end"),
+        ],
+        "tariffs": lambda: [
+            *_interval("start", "end"),
+            _non_negative("price_per_kwh"),
+            _non_negative("carbon_g_per_kwh"),
+        ],
+        "queue": lambda: [
+            _one_of("reason", QUEUE_REASONS),
+            _Problem(pl.col("gpus") <= 0, pl.format("gpus {} must be above 0", _shown(_raw("gpus")))),
+            _Problem(
+                pl.col("start") < pl.col("submit"),
+                pl.format("start before submit (submit {}, start {})", _shown(_raw("submit")), _shown(_raw("start"))),
+            ),
+        ],
+        "events": lambda: [
+            _one_of("kind", EVENT_KINDS),
+            *_interval("start", "end"),
+            # a fleet-wide event would explain idle time nobody can check
+            _Problem(
+                pl.all_horizontal(pl.col(c).is_null() for c in ("gpu_id", "node", "pool")),
+                pl.lit("event needs a gpu_id, node or pool scope"),
+            ),
+        ],
+        "quotas": lambda: [_non_negative("gpus")],
+    }
+    return rules.get(table, list)()
+
+
+def _non_negative(name: str) -> _Problem:
+    return _Problem(pl.col(name) < 0, pl.format(f"{name} {{}} is negative", _shown(_raw(name))))
+
+
+def _unit_share(name: str) -> _Problem:
+    bad = (pl.col(name) <= 0) | (pl.col(name) > 1)
+    return _Problem(bad, pl.format(f"{name} {{}} outside (0, 1]", _shown(_raw(name))))
+
+
+def _one_of(name: str, allowed: tuple[str, ...]) -> _Problem:
+    known = ", ".join(allowed)
+    return _Problem(
+        pl.col(name).is_not_null() & ~pl.col(name).is_in(allowed),
+        pl.format(f"unknown {name} '{{}}' (expected one of {known})", _shown(pl.col(name))),
+    )
+
+
+def _interval(start: str, end: str) -> list[_Problem]:
+    """Half-open intervals need end > start; name both values so the row can be found."""
+    s, e = _shown(_raw(start)), _shown(_raw(end))
+    return [
+        _Problem(pl.col(end) < pl.col(start), pl.format(f"{end} before {start} ({start} {{}}, {end} {{}})", s, e)),
+        _Problem(pl.col(end) == pl.col(start), pl.format(f"zero-length interval ({start} = {end} = {{}})", s)),
+    ]
+
+
+def _rates(config: Config) -> dict[str, float]:
+    """Usable exchange rates into the period currency, keyed by upper-case code."""
+    return {k.upper(): float(v) for k, v in config.currency_rates.items() if math.isfinite(v) and v > 0}
+
+
+def _currency_known(config: Config) -> _Problem:
+    base = config.period.currency.upper()
+    cur = pl.col("currency")
+    foreign = (cur != base) & ~cur.is_in(list(_rates(config)))
+    return _Problem(foreign, pl.format(f"currency {{}} differs from {base} and no rate is configured", _shown(cur)))
+
+
+def _convert_currency(
+    costs: pl.DataFrame, config: Config, extras: list[str], notes: list[tuple[str, str]] | None
+) -> pl.DataFrame:
+    """Amounts in another currency become period currency; the originals stay alongside.
+
+    A file that already carries original_amount/original_currency (a re-exported bundle)
+    keeps them where they are filled.
+    """
+    base = config.period.currency.upper()
+    given_amount = pl.col("original_amount").cast(pl.Float64, strict=False) if "original_amount" in extras else None
+    given_currency = pl.col("original_currency").cast(pl.String) if "original_currency" in extras else None
+    costs = costs.with_columns(
+        pl.coalesce([e for e in (given_amount, pl.col("amount")) if e is not None]).alias("original_amount"),
+        pl.coalesce([e for e in (given_currency, pl.col("currency")) if e is not None]).alias("original_currency"),
+    )
+    foreign = costs.filter(pl.col("currency") != base)
+    if foreign.height and notes is not None:
+        codes = ", ".join(sorted(foreign["currency"].unique().to_list()))
+        notes.append(("currency converted", f"costs: {foreign.height} rows converted from {codes} to {base}"))
+    rate = pl.col("currency").replace_strict(_rates(config), default=None, return_dtype=pl.Float64)
+    return costs.with_columns(
+        pl.when(pl.col("currency") != base).then(pl.col("amount") * rate).otherwise(pl.col("amount")).alias("amount"),
+        pl.lit(base, pl.String).alias("currency"),
+    )
+
+
+# ---- duplicates
+
+
+def _dedupe(table: str, good: pl.DataFrame, names: list[str]) -> tuple[pl.DataFrame, pl.DataFrame, int]:
+    """Identical rows count once; rows sharing a record key with different content are all rejected.
+
+    Returns (kept rows, rejections as row/reason, number of identical duplicates dropped).
+    Tables without a record key are keyed by their whole content.
+    """
+    key = list(RECORD_KEYS.get(table, ())) or names
+    no_conflicts = pl.DataFrame(schema={"row": pl.Int64, "reason": pl.String})
+    # Cheap screen first: only rows whose key hash repeats can be duplicates at all.
+    suspect = good.select(pl.struct(key).hash().is_duplicated()).to_series()
+    if not suspect.any():
+        return good, no_conflicts, 0
+    marked = good.filter(suspect).with_columns(
+        (pl.struct(names).hash().n_unique().over(key) > 1).alias("__conflict"),
+        pl.struct(key).is_first_distinct().alias("__first"),
+    )
+    clash = marked.filter(pl.col("__conflict"))
+    repeats = marked.filter(~pl.col("__conflict") & ~pl.col("__first"))
+    removed = pl.concat([clash[ROW], repeats[ROW]])
+    kept = good.filter(~pl.col(ROW).is_in(removed.implode()))
+    return kept, _conflict_reasons(clash, key), repeats.height
+
+
+def _conflict_reasons(clash: pl.DataFrame, key: list[str]) -> pl.DataFrame:
+    if clash.height == 0:
+        return pl.DataFrame(schema={"row": pl.Int64, "reason": pl.String})
+    groups = clash.group_by(key, maintain_order=True).agg(pl.col(ROW).sort().alias("__rows"))
+    shown_rows = pl.col("__rows").list.head(_MAX_ROWS_SHOWN).cast(pl.List(pl.String)).list.join(", ")
+    more = pl.col("__rows").list.len().cast(pl.Int64) - _MAX_ROWS_SHOWN
+    rows_text = pl.when(more > 0).then(pl.format("{}, ... {} more", shown_rows, more)).otherwise(shown_rows)
+    key_text = pl.concat_str(
+        [pl.format(f"{k} {{}}", _key_value(k, clash.schema[k])) for k in key], separator=", "
+    )
+    groups = groups.with_columns(pl.format("conflicting duplicate {} (rows {})", key_text, rows_text).alias("reason"))
+    return (
+        clash.select(ROW, *key)
+        .join(groups.select(*key, "reason"), on=key, how="left", nulls_equal=True)
+        .select(pl.col(ROW).alias("row"), "reason")
+    )
+
+
+def _key_value(name: str, dtype: pl.DataType) -> pl.Expr:
+    col = pl.col(name)
+    if isinstance(dtype, pl.Datetime):
+        col = col.dt.to_string("%Y-%m-%dT%H:%M:%S%.fZ")
+    return _shown(col).fill_null("(empty)")

@@ -140,11 +140,22 @@ def ingest(bundle: str, db: str, config: str | None, replace: bool) -> None:
     if cfg_src is not None:
         # Keep the bundle's config beside the store so `ailedger report FILE` reads the same period.
         Path(db).with_suffix(".toml").write_text(Path(cfg_src).read_text(encoding="utf-8"), encoding="utf-8")
-    click.echo(store.describe_result(result) if hasattr(store, "describe_result") else str(result))
+    click.echo(describe_ingest(result))
     if b.rejected.height:
         click.echo(f"{b.rejected.height} rows rejected (kept in the store's rejected table):")
         for r in b.rejected.head(20).iter_rows(named=True):
             click.echo(f"  {r['file'] or r['table']} row {r['row']}: {r['reason']}")
+
+
+def describe_ingest(result) -> str:
+    """One line per table that had rows: inserted, unchanged, replaced."""
+    lines = [f"ingest {result.ingest_id}: {result.total_inserted:,} inserted, {result.total_unchanged:,} unchanged, "
+             f"{result.total_replaced:,} replaced"]
+    for table, n in result.inserted.items():
+        u, r = result.unchanged.get(table, 0), result.replaced.get(table, 0)
+        if n or u or r:
+            lines.append(f"  {table:<12} {n:>10,} inserted {u:>10,} unchanged {r:>6,} replaced")
+    return "\n".join(lines)
 
 
 @main.command()

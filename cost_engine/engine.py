@@ -26,12 +26,13 @@ class Computation:
     ownership: Ownership
     seg: pl.DataFrame  # enriched segments (see enrich_segments)
     money: pl.DataFrame  # final destination of every dollar (allocation.MONEY_SCHEMA)
-    money_before_recharge: pl.DataFrame
+    money_spread: pl.DataFrame  # after the drivers, before idle chargeback and recharge
+    money_before_recharge: pl.DataFrame  # after idle chargeback, before inference recharge
     inputs: pl.DataFrame  # input side of the reconciliation
     cost_rates: pl.DataFrame  # per cost row: rate per driver unit (lineage)
     requests: pl.DataFrame  # requests in the period, resolved
     models: pl.DataFrame  # by_model table
-    idle: pl.DataFrame  # idle pieces with cause (s_idx, kind, cause, gpu_hours, idle_frac)
+    idle: pl.DataFrame  # idle pieces with cause (s_idx, kind, cause, gpu_hours, idle_frac, energy_kwh_gpu)
     samples: pl.DataFrame  # telemetry sample intervals (for gaps and timelines)
     allocations: pl.DataFrame  # allocations in the period, resolved
     bundle: Bundle
@@ -164,7 +165,7 @@ def compute(bundle: Bundle, config: Config) -> Computation:
 
     return Computation(
         config=config, period=period, ledger=ledger, ownership=own, seg=seg, money=money,
-        money_before_recharge=money_before, inputs=spread.inputs, cost_rates=spread.cost_rates,
+        money_spread=spread.money, money_before_recharge=money_before, inputs=spread.inputs, cost_rates=spread.cost_rates,
         requests=req, models=models, idle=idle_pieces, samples=samples, allocations=allocs, bundle=bundle,
         rejected=pl.concat(rejected), gaps=gaps,
     )
@@ -195,6 +196,7 @@ def enrich_segments(
         .otherwise(0.0)
         .alias("util_h"),
         (pl.col("eff") * pl.col("joules")).alias("joules"),
+        (pl.col("eff") * pl.col("idle_joules")).alias("idle_joules"),
     ).with_columns(
         (pl.col("joules") / J_PER_KWH).alias("kwh_gpu"),
         (pl.col("joules") / J_PER_KWH * e.server_overhead * e.pue).alias("kwh_fac"),

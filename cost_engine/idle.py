@@ -79,7 +79,9 @@ def classify(seg: pl.DataFrame, events: pl.DataFrame, queue: pl.DataFrame, perio
             pl.col("cap_h").alias("gpu_hours"),
             pl.lit(1.0).alias("idle_frac"),
         )
-        .select("s_idx", "kind", "cause", "gpu_hours", "idle_frac")
+        .join(seg.select("s_idx", "kwh_gpu"), on="s_idx")
+        .rename({"kwh_gpu": "energy_kwh_gpu"})
+        .select("s_idx", "kind", "cause", "gpu_hours", "idle_frac", "energy_kwh_gpu")
     )
 
     held = seg.filter(pl.col("allocation_id").is_not_null()).with_columns(
@@ -105,7 +107,151 @@ def classify(seg: pl.DataFrame, events: pl.DataFrame, queue: pl.DataFrame, perio
             .alias("cause"),
             pl.lit("allocated").alias("kind"),
             (pl.col("gpu_hours") / pl.col("cap_h")).alias("idle_frac"),
+            (pl.col("idle_joules") / 3_600_000.0).alias("energy_kwh_gpu"),
         )
-        .select("s_idx", "kind", "cause", "gpu_hours", "idle_frac")
+        .select("s_idx", "kind", "cause", "gpu_hours", "idle_frac", "energy_kwh_gpu")
     )
     return pl.concat([free, held])
+
+
+# One line per cause: what to do about it (the backlog's "suggested action").
+ACTIONS = {
+    "no_demand": "shrink, lend out or re-price the pool: cards sat free with nothing queued",
+    "quota": "raise or rebalance quotas: jobs waited on quota while cards were free",
+    "fragmentation": "consolidate placement or allow smaller shapes: free cards fit no queued job",
+    "maintenance": "shorten maintenance windows or move them off-peak",
+    "degraded_hardware": "repair or replace the cards listed",
+    "network_bottleneck": "check the fabric for the jobs listed",
+    "storage_bottleneck": "add storage bandwidth or cache datasets for the jobs listed",
+    "data_loading": "tune data loaders (workers, prefetch, caching) for the jobs listed",
+    "oversized_request": "request fewer cards: jobs listed",
+    "underutilized": "right-size, batch or share the allocations listed",
+}
+
+CAPACITY_UNIT = (
+    "capacity units: a whole card = 1; a MIG instance or fractional card counts as its capacity "
+    "(e.g. 3g.40gb on a 7-slice card = 3/7), so quotas, allocation and idle add up to physical cards"
+)
+
+
+def detail(seg: pl.DataFrame, pieces: pl.DataFrame, money: pl.DataFrame) -> pl.DataFrame:
+    """Idle pieces with their card, pool, owner, day and cost: the lineage of every idle figure.
+
+    `money` is the spread before any idle chargeback, so an idle piece shows what that idle
+    time cost whatever the idle treatment; allocated idle carries its share of the holder's cost.
+    """
+    seg_cost = (
+        money.filter(pl.col("s_idx").is_not_null())
+        .group_by("s_idx")
+        .agg(pl.col("amount").sum().alias("seg_cost"))
+    )
+    cols = ["s_idx", "gpu_id", "pool", "node", "accelerator", "allocation_id", "job_id", "owner", "source",
+            "tenant", "project", "model", "workload", "day", "t0", "t1"]
+    return (
+        pieces.join(seg.select(cols), on="s_idx")
+        .join(seg_cost, on="s_idx", how="left")
+        .with_columns((pl.col("seg_cost").fill_null(0.0) * pl.col("idle_frac")).alias("cost"))
+        .drop("seg_cost")
+    )
+
+
+def by_cause(idle_detail: pl.DataFrame, keys: tuple[str, ...] = ()) -> pl.DataFrame:
+    """GPU-hours, GPU energy and cost per (kind, cause[, keys])."""
+    return (
+        idle_detail.group_by("kind", "cause", *keys)
+        .agg(pl.col("gpu_hours").sum(), pl.col("energy_kwh_gpu").sum(), pl.col("cost").sum())
+        .sort(["kind", "cost", "cause", *keys], descending=[True, True, False] + [False] * len(keys))
+    )
+
+
+def backlog(idle_detail: pl.DataFrame, top: int = 5) -> pl.DataFrame:
+    """The idle backlog: cause, GPU-hours, cost, share of idle hours, top offenders, action."""
+    t = by_cause(idle_detail)
+    total = t["gpu_hours"].sum() or 1.0
+    # Offenders: jobs (or allocations) for allocated idle, cards for unallocated idle.
+    who = idle_detail.with_columns(
+        pl.when(pl.col("kind") == "allocated")
+        .then(pl.coalesce("job_id", "allocation_id"))
+        .otherwise(pl.col("gpu_id"))
+        .alias("offender")
+    )
+    off = (
+        who.group_by("kind", "cause", "offender")
+        .agg(pl.col("gpu_hours").sum())
+        .sort(["gpu_hours", "offender"], descending=[True, False])
+        .group_by("kind", "cause", maintain_order=True)
+        .agg(pl.col("offender").head(top).alias("top_offenders"))
+    )
+    return (
+        t.join(off, on=["kind", "cause"], how="left")
+        .with_columns(
+            (pl.col("gpu_hours") / total).alias("share_of_idle"),
+            pl.col("cause").replace_strict(ACTIONS, default="").alias("action"),
+        )
+        .sort(["gpu_hours", "cause"], descending=[True, False])
+    )
+
+
+def capacity_over_time(seg: pl.DataFrame, every: str = "1h") -> pl.DataFrame:
+    """Per pool and hour: available, allocated and active GPU-hours and the allocation ratio.
+
+    Segments are split at hour edges; active time inside a segment is taken as spread evenly
+    over it (segments are cut at every tariff, cost and day edge, so they are short).
+    """
+    s = seg.select("pool", "t0", "t1", "cap_h", "alloc_h", "active_h", "dur_s").with_columns(
+        pl.datetime_ranges(pl.col("t0").dt.truncate(every), pl.col("t1"), every, closed="left").alias("bucket")
+    ).explode("bucket")
+    end = pl.col("bucket").dt.offset_by(every)
+    s = s.with_columns(
+        (
+            (pl.min_horizontal(end, pl.col("t1")) - pl.max_horizontal(pl.col("bucket"), pl.col("t0")))
+            .dt.total_microseconds()
+            .cast(pl.Float64)
+            / 1e6
+            / pl.col("dur_s")
+        ).alias("f")
+    ).filter(pl.col("f") > 0)
+    return (
+        s.group_by("pool", "bucket")
+        .agg(
+            (pl.col("cap_h") * pl.col("f")).sum().alias("available_gpu_hours"),
+            (pl.col("alloc_h") * pl.col("f")).sum().alias("allocated_gpu_hours"),
+            (pl.col("active_h") * pl.col("f")).sum().alias("active_gpu_hours"),
+        )
+        .with_columns(
+            pl.when(pl.col("available_gpu_hours") > 0)
+            .then(pl.col("allocated_gpu_hours") / pl.col("available_gpu_hours"))
+            .alias("allocation_ratio")
+        )
+        .sort("pool", "bucket")
+    )
+
+
+def quota_use(seg: pl.DataFrame, quotas: pl.DataFrame, period_hours: float) -> pl.DataFrame:
+    """Per tenant and pool: quota vs average and peak allocated capacity (capacity units)."""
+    held = seg.filter(pl.col("allocation_id").is_not_null() & pl.col("tenant").is_not_null())
+    avg = held.group_by("tenant", "pool").agg((pl.col("alloc_h").sum() / period_hours).alias("avg_allocated"))
+    # Peak: sweep the +capacity / -capacity steps of every held segment in time order.
+    steps = pl.concat(
+        [
+            held.select("tenant", "pool", pl.col("t0").alias("t"), (pl.col("capacity") * pl.col("eff")).alias("d")),
+            held.select("tenant", "pool", pl.col("t1").alias("t"), -(pl.col("capacity") * pl.col("eff")).alias("d")),
+        ]
+    )
+    peak = (
+        steps.group_by("tenant", "pool", "t")
+        .agg(pl.col("d").sum())
+        .sort("tenant", "pool", "t")
+        .with_columns(pl.col("d").cum_sum().over("tenant", "pool").alias("level"))
+        .group_by("tenant", "pool")
+        .agg(pl.col("level").max().alias("peak_allocated"))
+    )
+    use = avg.join(peak, on=["tenant", "pool"], how="full", coalesce=True)
+    q = quotas.select("tenant", "pool", pl.col("gpus").alias("quota"))
+    out = q.join(use, on=["tenant", "pool"], how="full", coalesce=True).with_columns(
+        pl.col("avg_allocated", "peak_allocated").fill_null(0.0)
+    )
+    return out.with_columns(
+        pl.when(pl.col("quota") > 0).then(pl.col("peak_allocated") / pl.col("quota")).alias("peak_quota_use"),
+        pl.when(pl.col("quota") > 0).then(pl.col("avg_allocated") / pl.col("quota")).alias("avg_quota_use"),
+    ).sort("tenant", "pool")

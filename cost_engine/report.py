@@ -7,6 +7,7 @@ from typing import Any
 
 import polars as pl
 
+from . import idle
 from .contract import IDLE, UNATTRIBUTED
 from .engine import Computation
 from .tokens import TOKEN_COLS
@@ -34,7 +35,11 @@ def _div(a: float | None, b: float | None) -> float | None:
 def owner_table(comp: Computation, keys: list[str]) -> pl.DataFrame:
     """Measures per owner (tenant or tenant+project): cost where it landed, hours, energy, tokens."""
     owned = pl.col("dest") == "owner"
-    cost = comp.money.filter(owned).group_by(keys).agg(pl.col("amount").sum().alias("cost"))
+    cost = comp.money.filter(owned).group_by(keys).agg(
+        pl.col("amount").sum().alias("cost"),
+        # What the owner pays for the tokens it sent: model cost recharged onto it.
+        pl.col("amount").filter(pl.col("origin").str.contains("recharge")).sum().alias("inference_cost"),
+    )
     held = comp.seg.filter(pl.col("project").is_not_null()).group_by(keys).agg(
         pl.col("alloc_h").sum().alias("allocated_gpu_hours"),
         pl.col("active_h").sum().alias("active_gpu_hours"),
@@ -49,8 +54,8 @@ def owner_table(comp: Computation, keys: list[str]) -> pl.DataFrame:
     )
     t = cost.join(held, on=keys, how="full", coalesce=True).join(tok, on=keys, how="full", coalesce=True)
     t = t.with_columns(
-        pl.col("cost", "allocated_gpu_hours", "active_gpu_hours", "covered_gpu_hours", "_util", "energy_kwh_gpu",
-               "energy_kwh_facility").fill_null(0.0),
+        pl.col("cost", "inference_cost", "allocated_gpu_hours", "active_gpu_hours", "covered_gpu_hours", "_util",
+               "energy_kwh_gpu", "energy_kwh_facility").fill_null(0.0),
         pl.col(*TOKEN_COLS, "requests", "good_tokens").fill_null(0),
     )
     tokens_all = pl.sum_horizontal(*TOKEN_COLS)
@@ -59,7 +64,7 @@ def owner_table(comp: Computation, keys: list[str]) -> pl.DataFrame:
         pl.when(pl.col("allocated_gpu_hours") > 0)
         .then(pl.col("cost") / pl.col("allocated_gpu_hours"))
         .alias("cost_per_allocated_gpu_hour"),
-        pl.when(tokens_all > 0).then(pl.col("cost") / tokens_all * 1e6).alias("cost_per_million_tokens"),
+        pl.when(tokens_all > 0).then(pl.col("inference_cost") / tokens_all * 1e6).alias("cost_per_million_tokens"),
     ).drop("_util")
     return t.sort(["cost", *keys], descending=[True] + [False] * len(keys))
 
@@ -146,22 +151,19 @@ def unattributed(comp: Computation) -> list[dict]:
     return _rows(t.sort(["cost", "key"], descending=[True, False]))
 
 
+def idle_detail(comp: Computation) -> pl.DataFrame:
+    """Every idle piece with its card, owner, day and cost (see idle.detail)."""
+    return idle.detail(comp.seg, comp.idle, comp.money_spread)
+
+
 def idle_table(comp: Computation) -> pl.DataFrame:
-    """Idle GPU-hours, energy and cost per (kind, cause)."""
-    seg_cost = comp.money_before_recharge.filter(pl.col("s_idx").is_not_null()).group_by("s_idx").agg(
-        pl.col("amount").sum().alias("seg_cost")
-    )
-    # Unallocated cost is what stayed in the idle bucket for that segment (before any chargeback).
-    pieces = comp.idle.join(comp.seg.select("s_idx", "kwh_gpu", "pool"), on="s_idx").join(seg_cost, on="s_idx", how="left")
-    return (
-        pieces.with_columns(
-            (pl.col("kwh_gpu") * pl.col("idle_frac")).alias("energy_kwh_gpu"),
-            (pl.col("seg_cost").fill_null(0.0) * pl.col("idle_frac")).alias("cost"),
-        )
-        .group_by("kind", "cause")
-        .agg(pl.col("gpu_hours").sum(), pl.col("energy_kwh_gpu").sum(), pl.col("cost").sum())
-        .sort(["kind", "cost", "cause"], descending=[True, True, False])
-    )
+    """Idle GPU-hours, energy and cost per (kind, cause); unallocated cost = the idle bucket
+    under `idle = "separate"` (what that idle time cost, whatever the treatment)."""
+    return idle.by_cause(idle_detail(comp))
+
+
+def quota_table(comp: Computation) -> pl.DataFrame:
+    return idle.quota_use(comp.seg, comp.bundle["quotas"], comp.period.hours)
 
 
 def trend(comp: Computation) -> pl.DataFrame:
@@ -184,7 +186,8 @@ def trend(comp: Computation) -> pl.DataFrame:
 def build_report(comp: Computation) -> dict:
     """The report object; by_* sorted by cost, highest first."""
     cfg = comp.config
-    idle_rows = idle_table(comp)
+    detail = idle_detail(comp)
+    idle_rows = idle.by_cause(detail)
     by_model = comp.models.select(
         "model", "cost", "allocated_gpu_hours", "active_gpu_hours", *TOKEN_COLS, "requests", "good_tokens",
         "cost_per_million_tokens", "cost_per_million_input_tokens", "cost_per_million_output_tokens",
@@ -209,6 +212,8 @@ def build_report(comp: Computation) -> dict:
         "by_model": _rows(by_model),
         "by_category": _rows(by_category),
         "idle": _rows(idle_rows),
+        "idle_backlog": _rows(idle.backlog(detail)),
+        "quotas": {"unit": idle.CAPACITY_UNIT, "rows": _rows(quota_table(comp))},
         "reconciliation": reconciliation(comp),
         "unattributed": unattributed(comp),
         "rejected": _rows(comp.rejected),
