@@ -88,11 +88,14 @@ def pieces(samples: pl.DataFrame, intervals: pl.DataFrame) -> pl.DataFrame:
 
 
 def interval_activity(
-    telemetry: pl.DataFrame, intervals: pl.DataFrame, rule: Activity
-) -> tuple[pl.DataFrame, pl.DataFrame]:
+    telemetry: pl.DataFrame, intervals: pl.DataFrame, rule: Activity, jobs: pl.DataFrame | None = None
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Per ledger interval: covered_s, active_s, util_s (util% x s), joules, energy-known seconds.
 
-    Returns (per-interval frame, samples frame) — the samples feed the energy gaps report.
+    `jobs` (e_idx, job_id) names the multi-card job holding each interval; for those, the
+    inactive seconds during which another card of the same job was busy are counted too
+    (the oversized-request idle cause), at sample resolution.
+    Returns (per-interval frame, samples frame, oversized frame (e_idx, job_id, over_s, over_j)).
     """
     samples = sample_intervals(telemetry, rule.max_sample_gap_s)
     p = pieces(samples, intervals)
@@ -113,7 +116,29 @@ def interval_activity(
     out = intervals.select("e_idx").join(agg, on="e_idx", how="left").with_columns(
         pl.col("covered_s", "active_s", "util_s", "joules", "idle_joules", "energy_s").fill_null(0.0)
     )
-    return out, samples
+    return out, samples, _oversized(p, busy, jobs)
+
+
+def _oversized(p: pl.DataFrame, busy: pl.Expr, jobs: pl.DataFrame | None) -> pl.DataFrame:
+    """Inactive seconds of a card while a sibling card of the same job was busy (same minute)."""
+    empty = pl.DataFrame(schema={"e_idx": pl.Int64, "job_id": pl.String, "over_s": pl.Float64, "over_j": pl.Float64})
+    if jobs is None or jobs.height == 0:
+        return empty
+    jp = p.select("e_idx", "gpu_id", "ts", "ov_s", "joules", "frac", busy.alias("busy")).join(jobs, on="e_idx")
+    jp = jp.with_columns(pl.col("ts").dt.truncate("1m").alias("minute"))
+    busy_minutes = (
+        jp.filter(pl.col("busy") > 0).group_by("job_id", "minute").agg(pl.col("gpu_id").unique().alias("busy_cards"))
+    )
+    idle = jp.filter(pl.col("busy") < 1).join(busy_minutes, on=["job_id", "minute"])
+    idle = idle.filter(pl.col("busy_cards").list.set_difference(pl.concat_list("gpu_id")).list.len() > 0)
+    return idle.group_by("e_idx", "job_id").agg(
+        (pl.col("ov_s") * (1 - pl.col("busy"))).sum().alias("over_s"),
+        (pl.col("joules").fill_null(0.0) * pl.col("frac") * (1 - pl.col("busy"))).sum().alias("over_j"),
+    )
+
+
+def empty_oversized() -> pl.DataFrame:
+    return _oversized(pl.DataFrame(), pl.lit(0.0), None)
 
 
 def empty_activity(intervals: pl.DataFrame) -> pl.DataFrame:

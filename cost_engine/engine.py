@@ -121,18 +121,33 @@ def compute(bundle: Bundle, config: Config) -> Computation:
     tele = bundle["telemetry"].join(cards.select("gpu_id"), on="gpu_id", how="semi")
     if bundle["telemetry"].height > tele.height:
         gaps.append(("telemetry", f"{bundle['telemetry'].height - tele.height} samples of cards outside the inventory ignored"))
+    multi = (
+        alloc.filter(pl.col("job_id").is_not_null())
+        .group_by("job_id")
+        .agg(pl.col("gpu_id").n_unique().alias("n"))
+        .filter(pl.col("n") > 1)
+    )
+    jobs = (
+        ledger.segments.filter(pl.col("allocation_id").is_not_null())
+        .select("e_idx", "allocation_id")
+        .join(alloc.select("allocation_id", "job_id"), on="allocation_id")
+        .join(multi.select("job_id"), on="job_id")
+        .select("e_idx", "job_id")
+        .unique()
+    )
     if tele.height:
-        act, samples = activity.interval_activity(tele, ledger.intervals, config.activity)
+        act, samples, oversized = activity.interval_activity(tele, ledger.intervals, config.activity, jobs)
         resets = samples.filter(pl.col("counter_reset"))
         for r in resets.head(10).iter_rows(named=True):
             gaps.append(("energy counter reset", f"{r['gpu_id']} at {r['ts']:%Y-%m-%d %H:%M:%S}Z: that interval uses power x time"))
     else:
         act, samples = activity.empty_activity(ledger.intervals), activity.sample_intervals(tele, 1)
+        oversized = activity.empty_oversized()
         gaps.append(("telemetry", "no telemetry: active hours, utilization and energy are unknown"))
 
     allocs = own.resolve(alloc.select("allocation_id", "owner", "source", "workload", "job_id", "model", "gpu_id",
                                       "start", "end", "share", "requested_gpus"))
-    seg = enrich_segments(ledger, act, allocs, bundle["tariffs"], config)
+    seg = enrich_segments(ledger, act, allocs, bundle["tariffs"], config, oversized)
     req = tokens.prepare_requests(bundle["requests"], period, config, own.resolve, ledger.slots)
     no_latency = req.filter(pl.col("latency_ms").is_null() | pl.col("ttft_ms").is_null())
     if no_latency.height:
@@ -172,7 +187,12 @@ def compute(bundle: Bundle, config: Config) -> Computation:
 
 
 def enrich_segments(
-    ledger: Ledger, act: pl.DataFrame, allocs: pl.DataFrame, tariffs: pl.DataFrame, config: Config
+    ledger: Ledger,
+    act: pl.DataFrame,
+    allocs: pl.DataFrame,
+    tariffs: pl.DataFrame,
+    config: Config,
+    oversized: pl.DataFrame,
 ) -> pl.DataFrame:
     """Segments with owners, driver quantities, energy and the tariff in force."""
     e = config.energy
@@ -185,6 +205,8 @@ def enrich_segments(
             on="allocation_id",
             how="left",
         )
+        .join(oversized, on=["e_idx", "job_id"], how="left")
+        .with_columns(pl.col("over_s", "over_j").fill_null(0.0))
     )
     share = pl.col("capacity") * pl.col("eff") / 3600
     seg = seg.with_columns(
@@ -197,10 +219,13 @@ def enrich_segments(
         .alias("util_h"),
         (pl.col("eff") * pl.col("joules")).alias("joules"),
         (pl.col("eff") * pl.col("idle_joules")).alias("idle_joules"),
+        (share * pl.col("over_s")).alias("oversized_h"),
+        (pl.col("eff") * pl.col("over_j")).alias("oversized_joules"),
     ).with_columns(
         (pl.col("joules") / J_PER_KWH).alias("kwh_gpu"),
         (pl.col("joules") / J_PER_KWH * e.server_overhead * e.pue).alias("kwh_fac"),
     )
+    # The tariff's carbon intensity applies to the facility energy drawn from the grid.
     return seg
 
 

@@ -85,30 +85,35 @@ def classify(seg: pl.DataFrame, events: pl.DataFrame, queue: pl.DataFrame, perio
     )
 
     held = seg.filter(pl.col("allocation_id").is_not_null()).with_columns(
-        (pl.col("covered_h") - pl.col("active_h")).clip(lower_bound=0.0).alias("gpu_hours")
-    )
-    # oversized_request: this card idle while another card of the same job worked at that time.
-    sib = (
-        held.filter(pl.col("job_id").is_not_null())
-        .group_by("job_id", "t0", "t1")
-        .agg(pl.col("active_h").max().alias("sib_active"), pl.len().alias("n"))
+        (pl.col("covered_h") - pl.col("active_h")).clip(lower_bound=0.0).alias("inactive_h")
     )
     hev = _event_hits(held, events, ALLOCATED_EVENT_KINDS)
+    held = held.filter(pl.col("inactive_h") > 0).join(hev, on="s_idx", how="left")
+    kwh = 1 / 3_600_000.0
+    by_event = held.filter(pl.col("rank").is_not_null()).select(
+        "s_idx",
+        pl.col("rank").replace_strict(dict(enumerate(ALLOCATED_EVENT_KINDS)), return_dtype=pl.String).alias("cause"),
+        pl.col("inactive_h").alias("gpu_hours"),
+        (pl.col("idle_joules") * kwh).alias("energy_kwh_gpu"),
+    )
+    # Without an event: the part idle while a sibling card of the job worked is oversized_request,
+    # the rest underutilized.
+    rest = held.filter(pl.col("rank").is_null()).with_columns(
+        pl.min_horizontal("oversized_h", "inactive_h").alias("over_h"),
+        pl.min_horizontal("oversized_joules", "idle_joules").alias("over_j"),
+    )
+    oversized = rest.filter(pl.col("over_h") > 0).select(
+        "s_idx", pl.lit("oversized_request").alias("cause"), pl.col("over_h").alias("gpu_hours"),
+        (pl.col("over_j") * kwh).alias("energy_kwh_gpu"),
+    )
+    under = rest.filter(pl.col("inactive_h") - pl.col("over_h") > 1e-12).select(
+        "s_idx", pl.lit("underutilized").alias("cause"), (pl.col("inactive_h") - pl.col("over_h")).alias("gpu_hours"),
+        ((pl.col("idle_joules") - pl.col("over_j")).clip(lower_bound=0.0) * kwh).alias("energy_kwh_gpu"),
+    )
     held = (
-        held.filter(pl.col("gpu_hours") > 0)
-        .join(hev, on="s_idx", how="left")
-        .join(sib, on=["job_id", "t0", "t1"], how="left")
-        .with_columns(
-            pl.when(pl.col("rank").is_not_null())
-            .then(pl.col("rank").replace_strict(dict(enumerate(ALLOCATED_EVENT_KINDS)), return_dtype=pl.String))
-            .when((pl.col("n") > 1) & (pl.col("active_h") <= 0) & (pl.col("sib_active") > 0))
-            .then(pl.lit("oversized_request"))
-            .otherwise(pl.lit("underutilized"))
-            .alias("cause"),
-            pl.lit("allocated").alias("kind"),
-            (pl.col("gpu_hours") / pl.col("cap_h")).alias("idle_frac"),
-            (pl.col("idle_joules") / 3_600_000.0).alias("energy_kwh_gpu"),
-        )
+        pl.concat([by_event, oversized, under])
+        .join(seg.select("s_idx", "cap_h"), on="s_idx")
+        .with_columns(pl.lit("allocated").alias("kind"), (pl.col("gpu_hours") / pl.col("cap_h")).alias("idle_frac"))
         .select("s_idx", "kind", "cause", "gpu_hours", "idle_frac", "energy_kwh_gpu")
     )
     return pl.concat([free, held])

@@ -37,6 +37,7 @@ def owner_table(comp: Computation, keys: list[str]) -> pl.DataFrame:
     owned = pl.col("dest") == "owner"
     cost = comp.money.filter(owned).group_by(keys).agg(
         pl.col("amount").sum().alias("cost"),
+        pl.col("amount").filter(pl.col("category") == "power").sum().alias("energy_cost"),
         # What the owner pays for the tokens it sent: model cost recharged onto it.
         pl.col("amount").filter(pl.col("origin").str.contains("recharge")).sum().alias("inference_cost"),
     )
@@ -47,6 +48,9 @@ def owner_table(comp: Computation, keys: list[str]) -> pl.DataFrame:
         (pl.col("util_h").sum() * 100).alias("_util"),
         pl.col("kwh_gpu").sum().alias("energy_kwh_gpu"),
         pl.col("kwh_fac").sum().alias("energy_kwh_facility"),
+        (pl.col("kwh_fac") * pl.col("carbon_g_per_kwh").fill_null(0.0)).sum().truediv(1000).alias("carbon_kg"),
+        (pl.col("alloc_h") * 3600).sum().alias("_held_s"),
+        pl.col("joules").sum().alias("_joules"),
     )
     tok = comp.requests.filter(pl.col("project").is_not_null()).group_by(keys).agg(
         *(pl.col(c).sum() for c in TOKEN_COLS), pl.col("requests").sum(),
@@ -54,8 +58,9 @@ def owner_table(comp: Computation, keys: list[str]) -> pl.DataFrame:
     )
     t = cost.join(held, on=keys, how="full", coalesce=True).join(tok, on=keys, how="full", coalesce=True)
     t = t.with_columns(
-        pl.col("cost", "inference_cost", "allocated_gpu_hours", "active_gpu_hours", "covered_gpu_hours", "_util",
-               "energy_kwh_gpu", "energy_kwh_facility").fill_null(0.0),
+        pl.col("cost", "inference_cost", "energy_cost", "allocated_gpu_hours", "active_gpu_hours",
+               "covered_gpu_hours", "_util", "energy_kwh_gpu", "energy_kwh_facility", "carbon_kg", "_held_s",
+               "_joules").fill_null(0.0),
         pl.col(*TOKEN_COLS, "requests", "good_tokens").fill_null(0),
     )
     tokens_all = pl.sum_horizontal(*TOKEN_COLS)
@@ -65,7 +70,8 @@ def owner_table(comp: Computation, keys: list[str]) -> pl.DataFrame:
         .then(pl.col("cost") / pl.col("allocated_gpu_hours"))
         .alias("cost_per_allocated_gpu_hour"),
         pl.when(tokens_all > 0).then(pl.col("inference_cost") / tokens_all * 1e6).alias("cost_per_million_tokens"),
-    ).drop("_util")
+        pl.when(pl.col("_held_s") > 0).then(pl.col("_joules") / pl.col("_held_s")).alias("avg_power_w_per_gpu"),
+    ).drop("_util", "_held_s", "_joules")
     return t.sort(["cost", *keys], descending=[True] + [False] * len(keys))
 
 
@@ -192,7 +198,8 @@ def build_report(comp: Computation) -> dict:
         "model", "cost", "allocated_gpu_hours", "active_gpu_hours", *TOKEN_COLS, "requests", "good_tokens",
         "cost_per_million_tokens", "cost_per_million_input_tokens", "cost_per_million_output_tokens",
         "cost_per_million_good_tokens", "output_tokens_per_joule", "output_tokens_per_joule_facility",
-        "energy_kwh_gpu", "cache_hit_rate", "slo_attainment", "error_share",
+        "energy_kwh_gpu", "energy_kwh_facility", "carbon_kg", "avg_power_w_per_gpu", "cache_hit_rate",
+        "slo_attainment", "error_share",
     )
     by_category = (
         comp.inputs.group_by("category").agg(pl.col("amount").sum().alias("cost")).sort(["cost", "category"],

@@ -89,6 +89,10 @@ def model_table(
         pl.col("active_h").sum().alias("active_gpu_hours"),
         pl.col("joules").sum().alias("joules"),
         pl.col("kwh_gpu").sum().alias("energy_kwh_gpu"),
+        pl.col("kwh_fac").sum().alias("energy_kwh_facility"),
+        (pl.col("kwh_fac") * pl.col("carbon_g_per_kwh").fill_null(0.0)).sum().truediv(1000).alias("carbon_kg"),
+        # Seconds the serving cards were held, weighted by capacity: the denominator of average power.
+        (pl.col("alloc_h") * 3600).sum().alias("_held_s"),
     )
     w = config.allocation.token_weights
     has_phase = pl.col("prefill_ms").is_not_null() & pl.col("decode_ms").is_not_null()
@@ -104,7 +108,8 @@ def model_table(
     )
     t = cost.join(hours, on="model", how="full", coalesce=True).join(tok, on="model", how="full", coalesce=True)
     t = t.with_columns(
-        pl.col("cost", "allocated_gpu_hours", "active_gpu_hours", "joules", "energy_kwh_gpu").fill_null(0.0),
+        pl.col("cost", "allocated_gpu_hours", "active_gpu_hours", "joules", "energy_kwh_gpu", "energy_kwh_facility",
+               "carbon_kg", "_held_s").fill_null(0.0),
         pl.col(*TOKEN_COLS, "requests", "good_tokens", "good_requests", "failed_requests").fill_null(0),
     )
     in_tok = pl.col("input_tokens") + pl.col("cached_input_tokens")
@@ -136,6 +141,7 @@ def model_table(
         pl.when(pl.col("joules") > 0)
         .then(pl.col("output_tokens") / (pl.col("joules") * config.energy.server_overhead * config.energy.pue))
         .alias("output_tokens_per_joule_facility"),
+        pl.when(pl.col("_held_s") > 0).then(pl.col("joules") / pl.col("_held_s")).alias("avg_power_w_per_gpu"),
         pl.when(in_tok > 0).then(pl.col("cached_input_tokens") / in_tok).alias("cache_hit_rate"),
         pl.when(pl.col("requests") > 0).then(pl.col("good_requests") / pl.col("requests")).alias("slo_attainment"),
         pl.when(pl.col("requests") > 0).then(pl.col("failed_requests") / pl.col("requests")).alias("error_share"),
@@ -144,4 +150,61 @@ def model_table(
     if no_alloc.height:
         gaps.append(("model without serving allocations", "requests for models no inference allocation serves: "
                      + ", ".join(no_alloc["model"].to_list())))
-    return t.drop("all_phase", "prefill_ms", "decode_ms").sort("cost", "model", descending=[True, False]), gaps
+    out = t.drop("all_phase", "prefill_ms", "decode_ms", "_held_s").sort("cost", "model", descending=[True, False])
+    return out, gaps
+
+
+def model_trend(money_before_recharge: pl.DataFrame, seg: pl.DataFrame, requests: pl.DataFrame) -> pl.DataFrame:
+    """Daily unit economics per model: $/1M output tokens, tokens per joule, occupancy.
+
+    Occupancy = allocated GPU-hours of the model's cards in hours that saw at least one request,
+    over all its allocated GPU-hours (hours with no token are paid for all the same).
+    """
+    serving = (pl.col("workload") == "inference") & pl.col("model").is_not_null()
+    cost = (
+        money_before_recharge.filter(serving & (pl.col("dest") != IDLE))
+        .group_by("model", "day")
+        .agg(pl.col("amount").sum().alias("cost"))
+    )
+    s = seg.filter(serving).select("model", "day", "t0", "t1", "dur_s", "alloc_h", "joules")
+    energy = s.group_by("model", "day").agg(pl.col("joules").sum())
+    # Split held time at hour edges to see which hours had traffic.
+    hourly = s.with_columns(
+        pl.datetime_ranges(pl.col("t0").dt.truncate("1h"), pl.col("t1"), "1h", closed="left").alias("hour")
+    ).explode("hour")
+    hourly = hourly.with_columns(
+        (
+            (pl.min_horizontal(pl.col("hour").dt.offset_by("1h"), pl.col("t1")) - pl.max_horizontal("hour", "t0"))
+            .dt.total_microseconds()
+            .cast(pl.Float64)
+            / 1e6
+            / pl.col("dur_s")
+            * pl.col("alloc_h")
+        ).alias("h")
+    )
+    busy_hours = requests.select("model", pl.col("ts").dt.truncate("1h").alias("hour")).unique().with_columns(
+        pl.lit(True).alias("busy")
+    )
+    occ = (
+        hourly.join(busy_hours, on=["model", "hour"], how="left")
+        .group_by("model", "day")
+        .agg(
+            pl.col("h").filter(pl.col("busy").fill_null(False)).sum().alias("gpu_hours_with_tokens"),
+            pl.col("h").filter(~pl.col("busy").fill_null(False)).sum().alias("gpu_hours_without_tokens"),
+        )
+    )
+    tok = requests.group_by("model", "day").agg(pl.col("output_tokens").sum(), pl.col("tokens").sum())
+    t = (
+        cost.join(energy, on=["model", "day"], how="full", coalesce=True)
+        .join(occ, on=["model", "day"], how="full", coalesce=True)
+        .join(tok, on=["model", "day"], how="full", coalesce=True)
+        .with_columns(pl.col("cost", "joules", "gpu_hours_with_tokens", "gpu_hours_without_tokens").fill_null(0.0),
+                      pl.col("output_tokens", "tokens").fill_null(0))
+    )
+    held = pl.col("gpu_hours_with_tokens") + pl.col("gpu_hours_without_tokens")
+    return t.with_columns(
+        pl.when(pl.col("output_tokens") > 0).then(pl.col("cost") / pl.col("output_tokens") * 1e6)
+        .alias("cost_per_million_output_tokens"),
+        pl.when(pl.col("joules") > 0).then(pl.col("output_tokens") / pl.col("joules")).alias("output_tokens_per_joule"),
+        pl.when(held > 0).then(pl.col("gpu_hours_with_tokens") / held).alias("occupancy"),
+    ).sort("model", "day")
