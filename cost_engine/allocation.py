@@ -41,6 +41,7 @@ MONEY_SCHEMA = pl.Schema(
         "day": pl.Date,
         "category": pl.String,
         "origin": pl.String,  # rate | cost | energy | direct | unspread
+        "driver": pl.String,  # how it was spread (the FOCUS allocation method); null for direct costs
         "cost_id": pl.String,
         "amount": pl.Float64,
     }
@@ -234,6 +235,7 @@ def spread_costs(
             (pl.col("kwh_fac") * pl.col("price_kwh")).alias("amount"),
             pl.lit("power").alias("category"),
             pl.lit("energy").alias("origin"),
+            pl.lit("measured_energy").alias("driver"),
         )
         if measured.height:
             pieces.append(_money_frame(destination(measured)))
@@ -259,7 +261,8 @@ def _unspread(rows: pl.DataFrame, slot_day: pl.DataFrame) -> pl.DataFrame:
     if rows.height == 0:
         return pl.DataFrame(schema=MONEY_SCHEMA)
     out = rows.join(slot_day.select(pl.col("slot").alias("k0"), "day"), on="k0", how="left").with_columns(
-        pl.lit(IDLE).alias("dest"), pl.lit("unspread").alias("origin"), pl.col("amount_in").alias("amount")
+        pl.lit(IDLE).alias("dest"), pl.lit("unspread").alias("origin"), pl.col("amount_in").alias("amount"),
+        pl.col("drv").alias("driver"),
     )
     return _money_frame(out)
 
@@ -309,6 +312,7 @@ def _spread_by_project(
         rows = rows.with_columns(
             (pl.col("amount_in") * pl.col("f")).alias("amount"),
             pl.lit("cost").alias("origin"),
+            pl.col("drv").alias("driver"),
             pl.lit(None, dtype=pl.String).alias("allocation_id"),
         ).join(slot_day.select("slot", "day"), on="slot", how="left")
         out.append(_money_frame(destination(rows)))

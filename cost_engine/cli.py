@@ -198,3 +198,8 @@ def explain(source: str, config: str | None, tenant, project, model, as_json: bo
 from .scenario_cli import scenario  # noqa: E402  (a subcommand kept in its own module)
 
 main.add_command(scenario)
+from .import_cli import collect, export, import_cmd  # noqa: E402
+
+main.add_command(import_cmd, name="import")
+main.add_command(collect)
+main.add_command(export)

@@ -240,7 +240,7 @@ def charge_idle_to_owners(money: pl.DataFrame, seg: pl.DataFrame) -> pl.DataFram
     pools_with_owners = set(weights["pool"].drop_nulls().unique().to_list())
     # fill_null: a row without a pool is never movable (and must not vanish from ~movable).
     movable = ((pl.col("dest") == IDLE) & pl.col("pool").is_in(sorted(pools_with_owners))).fill_null(False)
-    idle_pool = money.filter(movable).group_by("pool", "category", "origin").agg(pl.col("amount").sum())
+    idle_pool = money.filter(movable).group_by("pool", "category", "origin", "driver").agg(pl.col("amount").sum())
     moved = (
         idle_pool.join(weights, on="pool")
         .with_columns((pl.col("amount") * pl.col("f")).alias("amount"), (pl.col("origin") + "+idle").alias("origin"))

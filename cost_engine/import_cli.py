@@ -1,0 +1,266 @@
+"""`ailedger import`, `ailedger collect` and `ailedger export focus`: click commands over the
+importers, the NVML collector and the FOCUS exporter.
+
+Registered on the main group in cli.py:
+
+    from .import_cli import collect, export, import_cmd
+    main.add_command(import_cmd, name="import")
+    main.add_command(collect)
+    main.add_command(export)
+
+Each also runs on its own (click.testing.CliRunner().invoke(import_cmd, [...])).
+Exit codes: 0 done; 1 `--strict` and some rows unmapped; 2 bad input or conflicts (nothing
+written); 3 `collect` without an NVIDIA driver.
+"""
+
+from __future__ import annotations
+
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import click
+
+EXIT_UNMAPPED = 1
+EXIT_USAGE = 2
+EXIT_NO_DEVICE = 3
+
+
+def _fail(msg: str, code: int = EXIT_USAGE) -> None:
+    click.echo(f"error: {msg}", err=True)
+    sys.exit(code)
+
+
+def _load_config(config: str | None, near: str | None):
+    from . import api
+    from .config import ConfigError, load_config
+
+    try:
+        return load_config(api.find_config(near, config) if near else (Path(config) if config else None))
+    except ConfigError as exc:
+        _fail(str(exc))
+
+
+def _parse_when(text: str | None) -> datetime | None:
+    if text is None:
+        return None
+    if text.lower() == "now":
+        return datetime.now(timezone.utc)
+    from .importers import parse_time
+
+    ts = parse_time(text)
+    if ts is None or ts.tzinfo is None:
+        _fail(f"--end-at {text!r}: give an ISO time with an offset (2026-10-07T00:00:00Z), epoch seconds, or 'now'")
+    return ts
+
+
+# ------------------------------------------------------------------------------------------- import
+
+
+def _format_names() -> list[str]:
+    from .importers import FORMATS
+
+    return sorted(FORMATS)
+
+
+@click.command("import")
+@click.argument("fmt", metavar="FORMAT", type=click.Choice(_format_names(), case_sensitive=False))
+@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--into", "into", type=click.Path(file_okay=False), help="Bundle folder to add the rows to (created if missing).")
+@click.option("--db", type=click.Path(dir_okay=False), help="DuckDB store to ingest the rows into.")
+@click.option("--config", "config", type=click.Path(exists=True, dir_okay=False),
+              help="TOML config (default: ailedger.toml in the folder / beside the store); source_timezone applies.")
+@click.option("--end-at", "end_at", help="slurm: where running jobs (End Unknown) end: ISO time or 'now'.")
+@click.option("--columns", help="slurm: field order of a header-less export, comma-separated.")
+@click.option("--inventory", "inventory", type=click.Path(exists=True, dir_okay=False),
+              help="slurm: inventory file with node and index columns mapping cards to gpu_id "
+                   "(default: the folder's inventory).")
+@click.option("--pool", help="prometheus: pool of the cards seen; writes them as inventory.")
+@click.option("--step", type=float, help="prometheus, vllm: query step in seconds (default: inferred).")
+@click.option("--owner", help="vllm, otel: owner key of every row.")
+@click.option("--owner-attribute", help="otel: span/resource attribute naming the owner (default service.name).")
+@click.option("--owner-by", type=click.Choice(["team_id", "api_key", "user", "end_user", "user_id"]),
+              help="litellm: field naming the owner (default team_id, else api_key).")
+@click.option("--replace", is_flag=True, help="Let imported records replace stored ones with the same key.")
+@click.option("--strict", is_flag=True, help="Exit 1 when any input row could not be mapped.")
+def import_cmd(fmt: str, files: tuple[str, ...], into: str | None, db: str | None, config: str | None,
+               end_at: str | None, columns: str | None, inventory: str | None, pool: str | None,
+               step: float | None, owner: str | None, owner_attribute: str | None, owner_by: str | None,
+               replace: bool, strict: bool) -> None:
+    """Import FILE... of FORMAT (slurm, prometheus, vllm, litellm, openai, otel) into a bundle or store.
+
+    Prints the rows per table and every input row that could not be mapped, with its reason.
+    """
+    from . import store
+    from .bundle import BundleError
+    from .importers import (
+        BundleConflict,
+        ImportFailed,
+        ImportOptions,
+        gpu_map_from_inventory,
+        import_files,
+        read_inventory_file,
+        write_bundle,
+    )
+
+    if bool(into) == bool(db):
+        _fail("give exactly one of --into BUNDLE_DIR or --db FILE")
+    cfg = _load_config(config, into or db)
+    gpu_map = None
+    inv_path = Path(inventory) if inventory else _folder_inventory(into)
+    if inv_path is not None:
+        try:
+            gpu_map = gpu_map_from_inventory(read_inventory_file(inv_path)) or None
+        except Exception as exc:  # a broken inventory file: say which
+            _fail(f"{inv_path}: cannot read the inventory: {str(exc).splitlines()[0]}")
+    options = ImportOptions(
+        end_at=_parse_when(end_at), gpu_map=gpu_map,
+        columns=[c.strip() for c in columns.split(",")] if columns else None, pool=pool, owner=owner,
+        owner_attribute=owner_attribute, owner_by=owner_by, step_s=step,
+    )
+    try:
+        result = import_files(fmt.lower(), files, cfg, options=options)
+    except (ImportFailed, BundleError, ValueError) as exc:
+        _fail(str(exc))
+        return
+    click.echo(f"{result.format}: {len(files)} file{'s' if len(files) != 1 else ''}")
+    for table, n in result.counts().items():
+        click.echo(f"  {table:<12} {n:>10,} rows")
+    if not result.counts():
+        click.echo("  (no rows)")
+    for what, detail in result.notes:
+        click.echo(f"note: {what}: {detail}")
+    if result.unmapped.height:
+        click.echo(f"unmapped ({result.unmapped.height}):")
+        for r in result.unmapped.iter_rows(named=True):
+            where = f"row {r['row']}" if r["row"] is not None else "-"
+            click.echo(f"  {r['file']} {where}: {r['reason']}")
+    if into:
+        try:
+            writes = write_bundle(result, into, cfg, replace=replace)
+        except BundleConflict as exc:
+            _fail(f"{exc} (nothing was written; use --replace to overwrite)")
+            return
+        except (ImportFailed, BundleError) as exc:
+            _fail(str(exc))
+            return
+        for w in writes:
+            click.echo(f"wrote {w.file}: {w.added:,} added, {w.unchanged:,} unchanged, {w.replaced:,} replaced")
+    else:
+        try:
+            res = store.ingest(db, result.bundle(), replace=replace, source=f"import {fmt} " + " ".join(files))
+        except store.StoreConflict as exc:
+            _fail(f"{exc} (nothing was written; use --replace to overwrite)")
+            return
+        except store.StoreError as exc:
+            _fail(str(exc))
+            return
+        click.echo(f"ingest {res.ingest_id}: {res.total_inserted:,} inserted, {res.total_unchanged:,} unchanged, "
+                   f"{res.total_replaced:,} replaced")
+    if strict and result.unmapped.height:
+        sys.exit(EXIT_UNMAPPED)
+
+
+def _folder_inventory(into: str | None) -> Path | None:
+    if not into:
+        return None
+    for suffix in (".csv", ".jsonl", ".parquet"):
+        p = Path(into) / f"inventory{suffix}"
+        if p.is_file():
+            return p
+    return None
+
+
+# ------------------------------------------------------------------------------------------- collect
+
+
+def make_backend():
+    """The GPU backend `collect` uses (tests replace it with a fake)."""
+    from .collector.backend import NvmlBackend
+
+    return NvmlBackend()
+
+
+@click.command()
+@click.option("--interval", default=10.0, show_default=True, type=click.FloatRange(min=0.1),
+              help="Seconds between samples.")
+@click.option("--out", type=click.Path(file_okay=False), help="Bundle folder to append telemetry/events/inventory to.")
+@click.option("--db", type=click.Path(dir_okay=False), help="DuckDB store to ingest each sample into.")
+@click.option("--count", type=click.IntRange(min=1), help="Stop after N samples (default: run until Ctrl-C).")
+@click.option("--format", "fmt", type=click.Choice(["jsonl", "csv"]), default="jsonl", show_default=True,
+              help="File format with --out.")
+@click.option("--rotate-mb", type=float, help="With --out: move a file of this size to rotated/ and start anew.")
+@click.option("--pool", help="Pool of this host's cards in the inventory (default: the host name).")
+@click.option("--node", help="Host name in the inventory (default: this host's).")
+@click.option("--quiet", is_flag=True, help="No line per sample.")
+def collect(interval: float, out: str | None, db: str | None, count: int | None, fmt: str,
+            rotate_mb: float | None, pool: str | None, node: str | None, quiet: bool) -> None:
+    """Sample every GPU and MIG instance through NVML into a bundle folder or a store."""
+    from .collector.backend import CollectorError
+    from .collector.sampler import BundleWriter, Sampler, StoreWriter, run
+
+    if bool(out) == bool(db):
+        _fail("give exactly one of --out DIR or --db FILE")
+    try:
+        writer = (BundleWriter(out, fmt, int(rotate_mb * 1024 * 1024) if rotate_mb else None) if out
+                  else StoreWriter(db))
+        sampler = Sampler(make_backend(), interval_s=interval, node=node, pool=pool)
+        sampler.open()
+    except CollectorError as exc:
+        _fail(str(exc), EXIT_NO_DEVICE)
+        return
+    cards = sum(len(c.instances) or 1 for c in sampler.cards)
+    click.echo(f"collecting {cards} GPU{'s' if cards != 1 else ''} every {interval:g} s into {out or db}", err=True)
+
+    def echo(batch) -> None:
+        for n in batch.notes:
+            click.echo(f"note: {n}", err=True)
+        if not quiet:
+            click.echo(f"{batch.ts:%Y-%m-%dT%H:%M:%S}Z  {len(batch.telemetry)} telemetry rows, "
+                       f"{len(batch.events)} events")
+
+    summary = run(sampler, writer, count=count, on_batch=echo)
+    click.echo(f"{summary.samples} samples: {summary.telemetry_rows} telemetry rows, {summary.event_rows} events",
+               err=True)
+
+
+# ------------------------------------------------------------------------------------------- export
+
+
+@click.group()
+def export() -> None:
+    """Export allocated costs in standard formats."""
+
+
+@export.command("focus")
+@click.argument("source", type=click.Path(exists=True))
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="FILE.csv or FILE.parquet")
+@click.option("--config", "config", type=click.Path(exists=True, dir_okay=False),
+              help="TOML config (default: ailedger.toml in the bundle / beside the store).")
+def focus(source: str, out: str, config: str | None) -> None:
+    """Write the allocated costs of a bundle or store as FOCUS 1.2 rows (with the 1.3 allocation columns)."""
+    from . import api
+    from .bundle import BundleError
+    from .config import ConfigError
+    from .exporters.focus import check, write_focus
+    from .report import reconciliation
+
+    if not out.lower().endswith((".csv", ".parquet")):
+        _fail("--out must end in .csv or .parquet")
+    try:
+        comp = api.run(source, config)
+    except (ConfigError, BundleError, FileNotFoundError, ValueError) as exc:
+        _fail(str(exc))
+        return
+    frame = write_focus(comp, out)
+    rec = reconciliation(comp)
+    total = float(frame["BilledCost"].sum())
+    click.echo(f"wrote {out}: {frame.height:,} rows, BilledCost {total:,.2f} {comp.period.currency} "
+               f"(input cost {rec['input_cost']:,.2f})")
+    for p in check(frame):
+        click.echo(f"warning: {p}", err=True)
+    if abs(total - rec["input_cost"]) > 1e-6 * max(1.0, abs(rec["input_cost"])):
+        _fail(f"export sums to {total} but the input cost is {rec['input_cost']}")
+
+
+__all__ = ["collect", "export", "focus", "import_cmd", "make_backend"]

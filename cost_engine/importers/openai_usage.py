@@ -1,0 +1,143 @@
+"""OpenAI organization usage (completions) and costs exports -> requests buckets and api_fees costs.
+
+Input: responses of `GET /v1/organization/usage/completions` and `GET /v1/organization/costs`
+(`{"object": "page", "data": [bucket, ...]}`), one per file, a JSON list of pages, or JSON
+lines. Each bucket has `start_time`/`end_time` (epoch seconds) and `results`. Row numbers in
+the unmapped list count results in the file (1-based, across buckets and pages).
+
+Completions result (`organization.usage.completions.result`) -> one usage bucket:
+- input_tokens includes input_cached_tokens: input_tokens = input_tokens - input_cached_tokens,
+  cached_input_tokens = input_cached_tokens; output_tokens; requests = num_model_requests.
+- owner = project_id (source `openai`), model = model: the query needs
+  `group_by=project_id,model` (api_key_id, user_id and batch may be grouped too and enter the
+  bucket key); a result without them is reported unmapped.
+- request_id `openai:<start_time>:<project>:<model>:<api_key_id>:<user_id>:<batch>`.
+
+Costs result (`organization.costs.result`) -> one `costs` row of category `api_fees`:
+amount.value in amount.currency, over the bucket, a direct cost of owner = project_id
+(source `openai`); `group_by=project_id` is needed (without a project the money has no
+owner and is reported unmapped). cost_id `openai:<start_time>:<project>:<line_item>`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..config import Config
+from . import ImportFailed, ImportOptions, Parsed, from_epoch, load_json_records, to_float, to_int
+
+COMPLETIONS = "organization.usage.completions.result"
+COSTS = "organization.costs.result"
+
+
+def buckets(path: Path) -> list[dict]:
+    out: list[dict] = []
+    for _, doc in load_json_records(path):
+        pages = doc if isinstance(doc, list) else [doc]
+        for page in pages:
+            if not isinstance(page, dict):
+                raise ImportFailed(f"{path.name}: expected usage pages ({{'object': 'page', 'data': [...]}})")
+            if page.get("object") == "bucket" or "results" in page:
+                out.append(page)
+                continue
+            data = page.get("data")
+            if not isinstance(data, list):
+                raise ImportFailed(f"{path.name}: expected usage pages ({{'object': 'page', 'data': [...]}})")
+            out.extend(b for b in data if isinstance(b, dict))
+    return out
+
+
+def _kind(result: dict) -> str | None:
+    obj = result.get("object")
+    if obj in (COMPLETIONS, COSTS):
+        return obj
+    if obj is None:
+        if "amount" in result:
+            return COSTS
+        if "input_tokens" in result:
+            return COMPLETIONS
+    return None
+
+
+class OpenAIUsageImporter:
+    name = "openai"
+    summary = "OpenAI organization usage (completions buckets) and costs -> requests and api_fees costs"
+
+    def read(self, paths: list[Path], options: ImportOptions, config: Config) -> Parsed:
+        parsed = Parsed()
+        for path in paths:
+            n = 0
+            for bucket in buckets(path):
+                t0, t1 = to_float(bucket.get("start_time")), to_float(bucket.get("end_time"))
+                for result in bucket.get("results") or []:
+                    n += 1
+                    if not isinstance(result, dict):
+                        parsed.skip(path, n, "result is not an object")
+                        continue
+                    if t0 is None or t1 is None:
+                        parsed.skip(path, n, "bucket without start_time/end_time")
+                        continue
+                    kind = _kind(result)
+                    if kind == COMPLETIONS:
+                        self._completions(parsed, path, n, result, t0, t1)
+                    elif kind == COSTS:
+                        self._costs(parsed, path, n, result, t0, t1)
+                    else:
+                        parsed.skip(path, n, f"result type {result.get('object')!r} is not mapped "
+                                    "(completions usage and costs are)")
+        return parsed
+
+    def _completions(self, parsed: Parsed, path: Path, n: int, r: dict, t0: float, t1: float) -> None:
+        project, model = r.get("project_id"), r.get("model")
+        if not project or not model:
+            missing = " and ".join(x for x, v in (("project_id", project), ("model", model)) if not v)
+            parsed.skip(path, n, f"usage without {missing}: query with group_by=project_id,model")
+            return
+        requests = to_int(r.get("num_model_requests")) or 0
+        inp, cached, out = (to_int(r.get(k)) for k in ("input_tokens", "input_cached_tokens", "output_tokens"))
+        cached = cached or 0
+        if requests == 0 and not (inp or out):
+            return  # an empty group: nothing happened
+        if inp is not None and cached > inp:
+            parsed.skip(path, n, f"input_cached_tokens ({cached}) exceed input_tokens ({inp}); "
+                        "input_tokens should include them")
+            return
+        if requests == 0:
+            parsed.skip(path, n, f"{inp} input and {out} output tokens with num_model_requests 0")
+            return
+        key = ":".join(str(x) for x in (int(t0), project, model, _k(r.get("api_key_id")), _k(r.get("user_id")),
+                                         _k(r.get("batch"))))
+        parsed.add(
+            "requests", path, n,
+            request_id=f"openai:{key}", ts=from_epoch(t0), end=from_epoch(t1), owner=project, source="openai",
+            model=model, input_tokens=None if inp is None else inp - cached, cached_input_tokens=cached,
+            output_tokens=out, status="ok", requests=requests,
+        )
+
+    def _costs(self, parsed: Parsed, path: Path, n: int, r: dict, t0: float, t1: float) -> None:
+        amount = r.get("amount")
+        value = to_float(amount.get("value")) if isinstance(amount, dict) else to_float(amount)
+        currency = amount.get("currency") if isinstance(amount, dict) else None
+        project = r.get("project_id")
+        if value is None:
+            parsed.skip(path, n, "cost without amount.value")
+            return
+        if not project:
+            parsed.skip(path, n, f"cost of {value:g} {str(currency or '').upper()} without project_id: "
+                        "query with group_by=project_id (an api_fees cost needs its owner)")
+            return
+        line = r.get("line_item")
+        parsed.add(
+            "costs", path, n,
+            cost_id=f"openai:{int(t0)}:{project}:{_k(line)}", category="api_fees", amount=value,
+            currency=str(currency).upper() if currency else None, start=from_epoch(t0), end=from_epoch(t1),
+            owner=project, source="openai", line_item=line,
+        )
+
+
+def _k(v: Any) -> str:
+    return "-" if v is None or v == "" else str(v).lower() if isinstance(v, bool) else str(v)
+
+
+IMPORTER = OpenAIUsageImporter()

@@ -1,0 +1,174 @@
+"""OpenTelemetry GenAI spans (OTLP JSON) -> requests.
+
+Input: OTLP/JSON trace exports (`{"resourceSpans": [...]}`, as the collector's file exporter
+writes them, one per file or one per line). Row numbers in the unmapped list count spans in
+the file (1-based, across resources and scopes).
+
+A span is a model call when it has GenAI attributes and its `gen_ai.operation.name` is a
+model operation (chat, text_completion, generate_content, embeddings) or absent; agent and
+tool spans (invoke_agent, execute_tool, ...) would count their children's tokens twice and
+are skipped (counted in the notes), as are spans without any `gen_ai.*` attribute.
+
+- tokens: gen_ai.usage.input_tokens (or the deprecated gen_ai.usage.prompt_tokens) includes
+  cached tokens: cached_input_tokens = gen_ai.usage.cache_read.input_tokens (or
+  gen_ai.usage.cache_read_input_tokens / gen_ai.usage.input_tokens.cached), input_tokens =
+  input - cached. gen_ai.usage.output_tokens (or gen_ai.usage.completion_tokens); an
+  embeddings span without output tokens has 0. More cached than input tokens breaks the
+  convention: unmapped.
+- model: gen_ai.response.model (what served it), else gen_ai.request.model.
+- owner: `ImportOptions.owner`, else the attribute named by `ImportOptions.owner_attribute`
+  (span, then resource), else the resource's service.name; source `otel`.
+- request_id `<traceId>:<spanId>`; ts = start; latency_ms = end - start; ttft_ms from
+  gen_ai.server.time_to_first_token (seconds) when a span carries it.
+- status: span status ERROR -> error (timeout / cancelled when error.type says so), else ok.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from ..config import Config
+from . import ImportFailed, ImportOptions, Parsed, from_epoch, load_json_records, to_float, to_int
+
+MODEL_OPERATIONS = {"chat", "text_completion", "generate_content", "embeddings", "completion"}
+INPUT = ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")
+OUTPUT = ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens")
+CACHED = ("gen_ai.usage.cache_read.input_tokens", "gen_ai.usage.cache_read_input_tokens",
+          "gen_ai.usage.input_tokens.cached")
+TTFT = ("gen_ai.server.time_to_first_token", "gen_ai.response.time_to_first_token")
+
+
+def attr_value(v: Any) -> Any:
+    """An OTLP AnyValue as Python (intValue arrives as a string in OTLP JSON)."""
+    if not isinstance(v, dict):
+        return v
+    if "stringValue" in v:
+        return v["stringValue"]
+    if "intValue" in v:
+        return to_int(v["intValue"])
+    if "doubleValue" in v:
+        return to_float(v["doubleValue"])
+    if "boolValue" in v:
+        return bool(v["boolValue"])
+    if "arrayValue" in v:
+        return [attr_value(x) for x in (v["arrayValue"] or {}).get("values", [])]
+    if "kvlistValue" in v:
+        return attributes((v["kvlistValue"] or {}).get("values", []))
+    return None
+
+
+def attributes(items: Any) -> dict[str, Any]:
+    if isinstance(items, dict):  # some exporters write a plain map
+        return dict(items)
+    return {a.get("key"): attr_value(a.get("value")) for a in items or [] if isinstance(a, dict)}
+
+
+def spans(path: Path) -> list[tuple[dict, dict]]:
+    """(resource attributes, span) for every span of the file, in order."""
+    out: list[tuple[dict, dict]] = []
+    for _, doc in load_json_records(path):
+        docs = doc if isinstance(doc, list) else [doc]
+        for d in docs:
+            if not isinstance(d, dict) or "resourceSpans" not in d:
+                raise ImportFailed(f"{path.name}: not an OTLP JSON trace export (no resourceSpans)")
+            for rs in d.get("resourceSpans") or []:
+                res = attributes((rs.get("resource") or {}).get("attributes"))
+                for ss in rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or []:
+                    for sp in ss.get("spans") or []:
+                        out.append((res, sp))
+    return out
+
+
+def _first(attrs: dict, names: tuple[str, ...]) -> Any:
+    for n in names:
+        if attrs.get(n) is not None:
+            return attrs[n]
+    return None
+
+
+class OtelImporter:
+    name = "otel"
+    summary = "OpenTelemetry GenAI spans (OTLP JSON) -> requests"
+
+    def read(self, paths: list[Path], options: ImportOptions, config: Config) -> Parsed:
+        parsed = Parsed()
+        other = agent = 0
+        for path in paths:
+            for n, (res, sp) in enumerate(spans(path), start=1):
+                a = attributes(sp.get("attributes"))
+                if not any(str(k).startswith("gen_ai.") for k in a):
+                    other += 1
+                    continue
+                op = a.get("gen_ai.operation.name")
+                if op is not None and op not in MODEL_OPERATIONS:
+                    agent += 1
+                    continue
+                self._span(parsed, path, n, res, sp, a, options)
+        if other:
+            parsed.note("otel spans", f"{other} spans without gen_ai attributes skipped")
+        if agent:
+            parsed.note("otel spans", f"{agent} agent/tool spans skipped (their model calls are spans of their own)")
+        return parsed
+
+    def _span(self, parsed: Parsed, path: Path, n: int, res: dict, sp: dict, a: dict, options: ImportOptions) -> None:
+        trace, span = sp.get("traceId"), sp.get("spanId")
+        if not trace or not span:
+            parsed.skip(path, n, "span without traceId/spanId")
+            return
+        rid = f"{trace}:{span}"
+        inp, out = to_int(_first(a, INPUT)), to_int(_first(a, OUTPUT))
+        cached = to_int(_first(a, CACHED)) or 0
+        if inp is None:
+            parsed.skip(path, n, f"span {rid}: no gen_ai.usage.input_tokens")
+            return
+        if out is None:
+            if a.get("gen_ai.operation.name") != "embeddings":
+                parsed.skip(path, n, f"span {rid}: no gen_ai.usage.output_tokens")
+                return
+            out = 0
+        if cached > inp:
+            parsed.skip(path, n, f"span {rid}: cache_read tokens ({cached}) exceed input_tokens ({inp}); "
+                        "input_tokens should include them")
+            return
+        model = a.get("gen_ai.response.model") or a.get("gen_ai.request.model")
+        if options.owner:
+            owner = options.owner
+        elif options.owner_attribute:
+            owner = a.get(options.owner_attribute, res.get(options.owner_attribute))
+        else:
+            owner = res.get("service.name")
+        if owner is None:
+            parsed.skip(path, n, f"span {rid}: no {options.owner_attribute or 'service.name'} to name the owner")
+            return
+        t0 = to_int(sp.get("startTimeUnixNano"))
+        t1 = to_int(sp.get("endTimeUnixNano"))
+        ttft = to_float(_first(a, TTFT))
+        parsed.add(
+            "requests", path, n,
+            request_id=rid, ts=None if t0 is None else from_epoch_ns(t0), owner=str(owner), source="otel",
+            model=model, input_tokens=inp - cached, cached_input_tokens=cached, output_tokens=out,
+            status=_status(sp, a), ttft_ms=None if ttft is None else ttft * 1000,
+            latency_ms=None if t0 is None or t1 is None or t1 < t0 else (t1 - t0) / 1e6,
+        )
+
+
+def from_epoch_ns(ns: int):
+    return from_epoch(0) + timedelta(microseconds=ns // 1000)
+
+
+def _status(sp: dict, a: dict) -> str:
+    code = (sp.get("status") or {}).get("code")
+    error = code in (2, "2", "STATUS_CODE_ERROR")
+    etype = str(a.get("error.type") or "").lower()
+    if not error and not etype:
+        return "ok"
+    if "timeout" in etype:
+        return "timeout"
+    if "cancel" in etype:
+        return "cancelled"
+    return "error"
+
+
+IMPORTER = OtelImporter()

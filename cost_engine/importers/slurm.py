@@ -1,0 +1,342 @@
+"""Slurm accounting: `sacct --parsable2` -> allocations (one row per GPU) and queue.
+
+    sacct --allusers --parsable2 --starttime ... --endtime ... \\
+          --format=JobID,Account,User,Partition,Submit,Start,End,State,AllocTRES,ReqTRES,NodeList,Reason
+
+With a header line (the default of sacct) the fields may come in any order and extra fields
+are ignored. Without a header (`--noheader`) the order must be DEFAULT_FIELDS, or the one
+given in `ImportOptions.columns`.
+
+Mapping (row numbers are line numbers of the file):
+- a job with GPUs in AllocTRES (`gres/gpu=N`, or the sum of `gres/gpu:<type>=N`) that has
+  started -> N allocation rows, N / len(nodes) per node of NodeList (`gpu[001-004,007]` is
+  expanded); gpu_id is `ImportOptions.gpu_map[(node, index)]` when the inventory maps it,
+  else `<node>:gpu<index>`. The index comes from an `IDX:` list in a Gres / AllocGRES field
+  when the export has one (`gpu:a100:4(IDX:0-3)`); otherwise the cards of each node are
+  handed out lowest-free-index first, in start order, over the jobs of the file.
+  owner = Account (source `scheduler`), job_id = JobID, requested_gpus from ReqTRES.
+- Start/End "Unknown", "None" or empty are missing. A RUNNING job has End "Unknown": it ends
+  at `ImportOptions.end_at` when given, else it is reported unmapped.
+- PENDING jobs -> queue rows (pool = Partition, gpus from ReqTRES, reason from Reason);
+  a job that ran after waiting for a reason other than None -> a queue row whose `start`
+  is its Start; a job cancelled while pending -> a queue row whose `start` is its End
+  (the time it stopped waiting).
+- Reason: QOS* / Assoc* limits -> quota, Resources -> resources, Priority -> priority,
+  Dependency* -> dependency, anything else -> other.
+- Job steps (`123.batch`, `123.0`, `123.extern`) repeat their job's resources: skipped, and
+  counted in the notes; so are jobs without GPUs.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from ..config import Config
+from . import UTC, ImportFailed, ImportOptions, Parsed, iso, parse_time
+
+DEFAULT_FIELDS = (
+    "JobID", "Account", "User", "Partition", "Start", "End", "State", "AllocTRES", "NodeList", "ReqTRES",
+    "Submit", "Reason",
+)
+_MISSING = {"", "unknown", "none", "none assigned", "n/a"}
+_GRES_FIELDS = ("gres", "allocgres", "gresdetail", "gres_detail", "tresdetail")
+
+
+def _missing(v: str | None) -> bool:
+    return v is None or v.strip().lower() in _MISSING
+
+
+# ---------------------------------------------------------------------------- parsing helpers
+
+
+def expand_hostlist(text: str) -> list[str]:
+    """`gpu[001-003,007],cpu1` -> gpu001 gpu002 gpu003 gpu007 cpu1 (zero padding kept)."""
+    text = text.strip()
+    if _missing(text):
+        return []
+    hosts: list[str] = []
+    for part in _split_top(text):
+        hosts.extend(_expand_one(part))
+    return hosts
+
+
+def _split_top(text: str) -> list[str]:
+    parts, depth, cur = [], 0, ""
+    for ch in text:
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    if depth != 0:
+        raise ValueError(f"unbalanced brackets in node list {text!r}")
+    parts.append(cur)
+    return [p for p in (x.strip() for x in parts) if p]
+
+
+def _expand_one(pattern: str) -> list[str]:
+    m = re.search(r"\[([^\]]*)\]", pattern)
+    if not m:
+        return [pattern]
+    head, tail = pattern[: m.start()], pattern[m.end():]
+    out = []
+    for rng in m.group(1).split(","):
+        rng = rng.strip()
+        if "-" in rng:
+            lo, hi = rng.split("-", 1)
+            width = len(lo)
+            if not (lo.isdigit() and hi.isdigit()) or int(hi) < int(lo):
+                raise ValueError(f"bad range {rng!r} in node list {pattern!r}")
+            nums = [str(i).zfill(width) for i in range(int(lo), int(hi) + 1)]
+        else:
+            if not rng:
+                raise ValueError(f"empty range in node list {pattern!r}")
+            nums = [rng]
+        for n in nums:
+            out.extend(_expand_one(head + n + tail))
+    return out
+
+
+def gpu_count(tres: str | None) -> tuple[int | None, str | None]:
+    """GPUs in a TRES string and their type: `gres/gpu=4` or `gres/gpu:a100=4` (summed)."""
+    if _missing(tres):
+        return None, None
+    plain: int | None = None
+    typed: dict[str, int] = {}
+    for item in tres.split(","):
+        if "=" not in item:
+            continue
+        key, val = item.split("=", 1)
+        key = key.strip().lower()
+        if not re.fullmatch(r"\d+", val.strip()):
+            continue
+        if key == "gres/gpu":
+            plain = int(val)
+        elif key.startswith("gres/gpu:"):
+            typed[key.split(":", 1)[1]] = typed.get(key.split(":", 1)[1], 0) + int(val)
+    if plain is not None:
+        kind = next(iter(typed)) if len(typed) == 1 else None
+        return plain, kind
+    if typed:
+        return sum(typed.values()), (next(iter(typed)) if len(typed) == 1 else None)
+    return None, None
+
+
+def gpu_indices(gres: str | None) -> list[int] | None:
+    """The `IDX:0-1,3` list of a Gres detail field, or None."""
+    if _missing(gres):
+        return None
+    m = re.search(r"IDX:([0-9,\-]+)", gres)
+    if not m:
+        return None
+    out: list[int] = []
+    for part in m.group(1).split(","):
+        if "-" in part:
+            lo, hi = part.split("-", 1)
+            out.extend(range(int(lo), int(hi) + 1))
+        elif part:
+            out.append(int(part))
+    return out
+
+
+def queue_reason(reason: str | None) -> str:
+    r = (reason or "").strip()
+    low = r.lower()
+    if low.startswith("qos") or low.startswith("assoc"):
+        return "quota"
+    if low == "resources":
+        return "resources"
+    if low == "priority":
+        return "priority"
+    if low.startswith("dependency"):
+        return "dependency"
+    return "other"
+
+
+# ---------------------------------------------------------------------------- reading
+
+
+@dataclass
+class _Job:
+    file: str
+    line: int
+    fields: dict[str, str]
+
+    def get(self, name: str) -> str | None:
+        return self.fields.get(name.lower())
+
+
+def _records(path: Path, options: ImportOptions, parsed: Parsed) -> list[_Job]:
+    try:
+        content = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ImportFailed(f"{path.name}: is not UTF-8 text (byte {exc.start})") from None
+    lines = [(i, ln.rstrip("\r")) for i, ln in enumerate(content.split("\n"), start=1) if ln.strip()]
+    if not lines:
+        return []
+    first = [f.strip() for f in lines[0][1].split("|")]
+    if any(f.lower() == "jobid" for f in first):
+        header = [f.lower() for f in first]
+        lines = lines[1:]
+        fixed = False
+    else:
+        header = [c.lower() for c in (options.columns or DEFAULT_FIELDS)]
+        fixed = options.columns is None
+    if lines and not any("|" in ln for _, ln in lines):
+        raise ImportFailed(f"{path.name}: not a '|'-separated sacct --parsable2 export")
+    jobs = []
+    for number, line in lines:
+        values = line.split("|")
+        if len(values) == len(header) + 1 and values[-1] == "":
+            values = values[:-1]  # --parsable (not 2) ends lines with '|'
+        if fixed and len(values) == len(header) - 2:
+            values = values + ["", ""]  # the default order without Submit and Reason
+        if len(values) != len(header):
+            parsed.skip(path, number, f"{len(values)} fields where the header has {len(header)}")
+            continue
+        jobs.append(_Job(path.name, number, dict(zip(header, (v.strip() for v in values)))))
+    return jobs
+
+
+class SlurmImporter:
+    name = "slurm"
+    summary = "Slurm sacct --parsable2 export -> allocations (one per GPU) and queue"
+
+    def read(self, paths: list[Path], options: ImportOptions, config: Config) -> Parsed:
+        parsed = Parsed()
+        tz = config.period.source_timezone
+        steps = cpu_only = 0
+        placements: list[tuple[_Job, list[str], int, datetime, datetime, str, str | None]] = []
+        for path in paths:
+            for job in _records(path, options, parsed):
+                jid = job.get("jobid") or ""
+                if not jid:
+                    parsed.skip(job.file, job.line, "no JobID")
+                    continue
+                if "." in jid:
+                    steps += 1
+                    continue
+                state = (job.get("state") or "").split(" ")[0].upper()
+                alloc_n, _ = gpu_count(job.get("alloctres"))
+                req_n, _ = gpu_count(job.get("reqtres"))
+                if not alloc_n and not req_n:
+                    cpu_only += 1
+                    continue
+                if state == "PENDING":
+                    self._queue(parsed, job, req_n or alloc_n, start=None)
+                    continue
+                start_text, end_text = job.get("start"), job.get("end")
+                if _missing(start_text):
+                    if state.startswith("CANCELLED") and not _missing(end_text):
+                        self._queue(parsed, job, req_n or alloc_n, start=end_text)  # waited, then cancelled
+                    else:
+                        parsed.skip(job.file, job.line, f"job {jid} ({state or 'no state'}) has no Start time")
+                    continue
+                if not alloc_n:
+                    parsed.skip(job.file, job.line, f"job {jid} started but AllocTRES has no GPUs")
+                    continue
+                if _missing(end_text):
+                    if options.end_at is None:
+                        parsed.skip(job.file, job.line,
+                                    f"job {jid} ({state or 'no state'}) has End {end_text or 'empty'}: "
+                                    "give the export time (--end-at) to end running jobs there")
+                        continue
+                    end_text = iso(options.end_at)
+                start, end = parse_time(start_text, tz), parse_time(end_text, tz)
+                if start is None or end is None:
+                    bad = start_text if start is None else end_text
+                    parsed.skip(job.file, job.line, f"job {jid}: cannot read time {bad!r}")
+                    continue
+                try:
+                    nodes = expand_hostlist(job.get("nodelist") or "")
+                except ValueError as exc:
+                    parsed.skip(job.file, job.line, f"job {jid}: {exc}")
+                    continue
+                if not nodes:
+                    parsed.skip(job.file, job.line, f"job {jid}: NodeList is empty")
+                    continue
+                if alloc_n % len(nodes):
+                    parsed.skip(job.file, job.line,
+                                f"job {jid}: {alloc_n} GPUs do not split evenly over {len(nodes)} nodes")
+                    continue
+                if job.get("reason") and queue_reason(job.get("reason")) != "other" and not _missing(job.get("submit")):
+                    if (sub := parse_time(job.get("submit"), tz)) is not None and _lt(sub, start):
+                        self._queue(parsed, job, req_n or alloc_n, start=start_text)
+                placements.append((job, nodes, alloc_n // len(nodes), _naive(start), _naive(end),
+                                   end_text, req_n))
+        self._place(parsed, placements, options)
+        if steps:
+            parsed.note("slurm job steps", f"{steps} job step lines skipped (their job's line carries the GPUs)")
+        if cpu_only:
+            parsed.note("slurm jobs without GPUs", f"{cpu_only} jobs request no GPUs and were skipped")
+        return parsed
+
+    def _queue(self, parsed: Parsed, job: _Job, gpus: int | None, start: str | None) -> None:
+        part = job.get("partition") or ""
+        jid = job.get("jobid")
+        if "," in part:
+            parsed.skip(job.file, job.line, f"job {jid} waits on several partitions ({part}): pool is ambiguous")
+            return
+        if _missing(job.get("submit")):
+            parsed.skip(job.file, job.line, f"job {jid} is pending but the export has no Submit time")
+            return
+        parsed.add(
+            "queue", job.file, job.line,
+            job_id=jid, owner=job.get("account") or None, pool=part or None, gpus=gpus,
+            submit=job.get("submit"), start=start, reason=queue_reason(job.get("reason")),
+        )
+
+    def _place(self, parsed: Parsed, jobs: list, options: ImportOptions) -> None:
+        """Cards per node: explicit IDX when given, else lowest free index in start order."""
+        gpu_map = options.gpu_map or {}
+        held: dict[str, list[tuple[datetime, int]]] = {}  # node -> (end, index) in use
+        order = sorted(jobs, key=lambda j: (j[3], j[0].get("jobid")))
+        for job, nodes, per_node, start, end, end_text, req_n in order:
+            explicit = None
+            for f in _GRES_FIELDS:
+                if job.get(f):
+                    explicit = gpu_indices(job.get(f))
+                    break
+            if explicit is not None and len(explicit) != per_node:
+                parsed.skip(job.file, job.line,
+                            f"job {job.get('jobid')}: IDX lists {len(explicit)} GPUs, AllocTRES {per_node} per node")
+                continue
+            for node in nodes:
+                busy = [(e, i) for e, i in held.get(node, []) if e > start]
+                if explicit is not None:
+                    idx = explicit
+                else:
+                    taken = {i for _, i in busy}
+                    idx, i = [], 0
+                    while len(idx) < per_node:
+                        if i not in taken:
+                            idx.append(i)
+                        i += 1
+                held[node] = busy + [(end, i) for i in idx]
+                for i in idx:
+                    gpu = gpu_map.get((node, i), f"{node}:gpu{i}")
+                    parsed.add(
+                        "allocations", job.file, job.line,
+                        allocation_id=f"slurm:{job.get('jobid')}:{node}:gpu{i}", gpu_id=gpu,
+                        start=job.get("start"), end=end_text, owner=job.get("account") or None,
+                        source="scheduler", job_id=job.get("jobid"), requested_gpus=req_n,
+                    )
+
+
+def _naive(ts: datetime) -> datetime:
+    """A comparable naive time: UTC wall clock for aware values, naive ones as they are."""
+    return ts if ts.tzinfo is None else ts.astimezone(UTC).replace(tzinfo=None)
+
+
+def _lt(a: datetime, b: datetime) -> bool:
+    return _naive(a) < _naive(b)
+
+
+IMPORTER = SlurmImporter()

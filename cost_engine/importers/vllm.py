@@ -1,0 +1,170 @@
+"""vLLM Prometheus counters (range-query JSON) -> usage buckets of the requests table.
+
+For reconciling a model server's own token counts against gateway logs. Input is the same
+`/api/v1/query_range` JSON as the `prometheus` format (any mix of metrics and files).
+Row numbers in the unmapped list are series positions in their file (1-based).
+
+Counters, per `model_name` and server (the other labels: instance, pod, ...; series that
+differ only in `finished_reason` or `engine` are summed):
+- vllm:prompt_tokens_total              prompt tokens, cached ones included
+- vllm:generation_tokens_total          output tokens
+- cached prompt tokens: vllm:prompt_tokens_cached_total, else vllm:prefix_cache_hits_total
+  (V1: hits counted in tokens), else vllm:gpu_prefix_cache_hits_total
+- finished requests: vllm:request_success_total, else vllm:e2e_request_latency_seconds_count
+- vllm:request_prefill_time_seconds_sum / vllm:request_decode_time_seconds_sum -> prefill_ms /
+  decode_ms of the bucket (phase time for the input/output cost split)
+
+Each pair of consecutive samples gives the increase of every counter over [t_i, t_i+1); a
+value below the previous one is a counter reset (the increase is then the new value, as
+Prometheus' `increase()` counts it). An interval with tokens but no finished request is
+merged into the next one (tokens are counted before their request finishes); tokens after
+the last finished request are reported unmapped. input_tokens = prompt - cached (the
+contract's input excludes cached tokens); a bucket whose cached count exceeds its prompt
+count is clamped to the prompt count and noted.
+
+Bucket rows: request_id `vllm:<server>:<model>:<start epoch>`, ts/end the bucket, owner
+`ImportOptions.owner` or the `instance` label (source `vllm`), status ok.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+from ..config import Config
+from . import ImportOptions, Parsed, from_epoch
+from .prometheus import Series, read_series, sample_value
+
+PROMPT = ("vllm:prompt_tokens_total", "vllm:prompt_tokens")
+GENERATION = ("vllm:generation_tokens_total", "vllm:generation_tokens")
+CACHED = (
+    "vllm:prompt_tokens_cached_total",
+    "vllm:prefix_cache_hits_total",
+    "vllm:prefix_cache_hits",
+    "vllm:gpu_prefix_cache_hits_total",
+    "vllm:gpu_prefix_cache_hits",
+)
+REQUESTS = ("vllm:request_success_total", "vllm:request_success", "vllm:e2e_request_latency_seconds_count")
+PREFILL = ("vllm:request_prefill_time_seconds_sum",)
+DECODE = ("vllm:request_decode_time_seconds_sum",)
+ROLES = {"prompt": PROMPT, "output": GENERATION, "cached": CACHED, "requests": REQUESTS,
+         "prefill": PREFILL, "decode": DECODE}
+_SUMMED_LABELS = {"__name__", "finished_reason", "engine", "le"}
+
+
+def _role(name: str) -> tuple[str, int] | None:
+    for role, names in ROLES.items():
+        if name in names:
+            return role, names.index(name)
+    return None
+
+
+def increases(samples: list[tuple[float, float | None]]) -> list[tuple[float, float, float | None]]:
+    """(t0, t1, increase) of consecutive samples; a drop is a reset; None where a value is missing."""
+    out = []
+    for (t0, a), (t1, b) in zip(samples, samples[1:]):
+        if a is None or b is None:
+            out.append((t0, t1, None))
+        else:
+            out.append((t0, t1, b - a if b >= a else b))
+    return out
+
+
+class VllmImporter:
+    name = "vllm"
+    summary = "vLLM Prometheus counters (range-query JSON) -> requests usage buckets"
+
+    def read(self, paths: list[Path], options: ImportOptions, config: Config) -> Parsed:
+        parsed = Parsed()
+        # server key -> role -> chosen metric rank -> list of series
+        groups: dict[tuple, dict[str, dict[int, list[Series]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
+        for s in read_series(paths):
+            name = s.name or ""
+            role = _role(name)
+            if role is None:
+                if name.startswith("vllm:"):
+                    continue  # gauges and histograms other than the ones above: not usage
+                parsed.skip(s.file, s.row, f"metric {name or '(no __name__)'} is not a vLLM counter")
+                continue
+            model = s.label("model_name")
+            if model is None:
+                parsed.skip(s.file, s.row, f"{name}: series has no model_name label")
+                continue
+            key = tuple(sorted((k, v) for k, v in s.labels.items() if k not in _SUMMED_LABELS))
+            groups[key][role[0]][role[1]].append(s)
+
+        for key, roles in groups.items():
+            self._buckets(parsed, dict(key), roles, options)
+        return parsed
+
+    def _buckets(self, parsed: Parsed, labels: dict, roles: dict, options: ImportOptions) -> None:
+        model = labels["model_name"]
+        server = labels.get("instance") or labels.get("pod") or "vllm"
+        owner = options.owner or labels.get("instance") or "vllm"
+        first = None
+        per_role: dict[str, dict[tuple[float, float], float | None]] = {}
+        for role, ranked in roles.items():
+            series = ranked[min(ranked)]  # the preferred metric of that role present
+            first = first or series[0]
+            acc: dict[tuple[float, float], float | None] = defaultdict(float)
+            for s in series:
+                vals = [(t, sample_value(v)) for t, v in s.samples]
+                missing = sum(1 for _, x in vals if x is None)
+                if missing:
+                    parsed.skip(s.file, s.row, f"{s.name} ({model}): {missing} NaN values; the intervals next to "
+                                "them are not counted")
+                for t0, t1, inc in increases(vals):
+                    cur = acc[(t0, t1)]
+                    acc[(t0, t1)] = None if inc is None or cur is None else cur + inc
+            per_role[role] = acc
+        assert first is not None
+        if "prompt" not in per_role or "output" not in per_role:
+            parsed.skip(first.file, first.row, f"{model} on {server}: needs vllm:prompt_tokens_total and "
+                        "vllm:generation_tokens_total")
+            return
+        has_requests = "requests" in per_role
+        if not has_requests:
+            parsed.note("vllm requests unknown", f"{model} on {server}: no request counter "
+                        "(vllm:request_success_total); each bucket counts as 1 request")
+        intervals = sorted(set().union(*(set(v) for v in per_role.values())))
+        carry = {"prompt": 0.0, "output": 0.0, "cached": 0.0, "requests": 0.0, "prefill": 0.0, "decode": 0.0}
+        carry_start: float | None = None
+        clamped = 0
+        for t0, t1 in intervals:
+            vals = {r: per_role[r].get((t0, t1)) if r in per_role else 0.0 for r in carry}
+            if any(vals[r] is None for r in ("prompt", "output")) or (has_requests and vals["requests"] is None):
+                continue  # a NaN next to this interval: reported above
+            for r in carry:
+                carry[r] += vals[r] or 0.0
+            carry_start = t0 if carry_start is None else carry_start
+            tokens = carry["prompt"] + carry["output"]
+            if has_requests and carry["requests"] < 0.5:
+                continue  # tokens of requests still running: wait for them to finish
+            if not has_requests and tokens <= 0:
+                carry = dict.fromkeys(carry, 0.0)
+                carry_start = None
+                continue
+            prompt, cached = round(carry["prompt"]), round(carry["cached"])
+            if cached > prompt:
+                cached, clamped = prompt, clamped + 1
+            parsed.add(
+                "requests", first.file, first.row,
+                request_id=f"vllm:{server}:{model}:{int(carry_start)}", ts=from_epoch(carry_start), end=from_epoch(t1),
+                owner=owner, source="vllm", model=model, input_tokens=prompt - cached, cached_input_tokens=cached,
+                output_tokens=round(carry["output"]), status="ok",
+                requests=round(carry["requests"]) if has_requests else None,
+                prefill_ms=carry["prefill"] * 1000 if "prefill" in per_role else None,
+                decode_ms=carry["decode"] * 1000 if "decode" in per_role else None,
+            )
+            carry = dict.fromkeys(carry, 0.0)
+            carry_start = None
+        if carry_start is not None and (carry["prompt"] + carry["output"]) > 0:
+            parsed.skip(first.file, first.row, f"{model} on {server}: {round(carry['prompt'])} prompt and "
+                        f"{round(carry['output'])} output tokens after the last finished request "
+                        f"(from {from_epoch(carry_start):%Y-%m-%dT%H:%M:%SZ}): no bucket", "requests")
+        if clamped:
+            parsed.note("vllm cached tokens", f"{model} on {server}: {clamped} buckets counted more cached than "
+                        "prompt tokens (the counters tick at different moments); cached clamped to prompt")
+
+
+IMPORTER = VllmImporter()
