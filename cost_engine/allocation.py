@@ -135,13 +135,19 @@ def spread_costs(
                        pl.col("amount_in").alias("amount"))]
     pieces: list[pl.DataFrame] = []
 
-    # Direct costs: the owner named on the row carries all of it.
+    # Direct costs: the owner named on the row carries all of it, spread over its days by time.
     direct = c.filter(pl.col("owner").is_not_null())
     if direct.height:
         d = resolve(direct.with_columns(pl.col("source").fill_null("finance")))
         d = d.with_columns(pl.lit(None, dtype=pl.String).alias("allocation_id"))
-        d = destination(d).join(slot_day.select(pl.col("slot").alias("k0"), "day"), on="k0", how="left")
-        pieces.append(_money_frame(d.with_columns(pl.lit("direct").alias("origin"), pl.col("amount_in").alias("amount"))))
+        d = (
+            destination(d)
+            .with_columns(pl.int_ranges("k0", pl.col("k1") + 1).alias("slot"))
+            .explode("slot")
+            .join(slot_day.select("slot", "day", (seconds(pl.col("g1") - pl.col("g0"))).alias("slot_s")), on="slot")
+            .with_columns((pl.col("amount_in") * pl.col("slot_s") / pl.col("slot_s").sum().over("cost_id")).alias("amount"))
+        )
+        pieces.append(_money_frame(d.with_columns(pl.lit("direct").alias("origin"))))
     shared = c.filter(pl.col("owner").is_null())
 
     # ---- segment drivers: rate per driver unit within (pool or fleet, span) ----------------

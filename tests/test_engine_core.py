@@ -389,3 +389,21 @@ def test_inference_recharge_by_tokens_moves_model_cost_to_callers():
     assert rows_by(rep, "by_model", "model")["m"]["cost"] == pytest.approx(24.0)
     rep_none = run(b, driver_config(allocation={"inference_recharge": "none"}))
     assert tenant_costs(rep_none) == pytest.approx({"A": 0.0, "B": 0.0, "S": 24.0})
+
+
+def test_daily_trend_spreads_costs_over_their_days():
+    """Period 10-01 .. 10-03 (2 days). A direct $48 cost of A spanning both days lands $24 a day;
+    a $96 depreciation row over the 2-card pool ($1 per card-hour) gives $48 a day."""
+    from datetime import datetime, timezone
+
+    b = make_bundle(
+        inventory=[{"gpu_id": "g0", "pool": "p"}, {"gpu_id": "g1", "pool": "p"}],
+        allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 6), "owner": "A"}],
+        costs=[{"cost_id": "d", "category": "other", "amount": 48.0, "start": ts(1, 0), "end": ts(3, 0), "owner": "A"},
+               {"cost_id": "c", "category": "depreciation", "amount": 96.0, "start": ts(1, 0), "end": ts(3, 0)}],
+    )
+    cfg = make_config(period={"start": datetime(2026, 10, 1, tzinfo=timezone.utc),
+                              "end": datetime(2026, 10, 3, tzinfo=timezone.utc)})
+    rep = run(b, cfg)
+    assert [(t["day"], t["cost"]) for t in rep["trend"]] == [
+        ("2026-10-01", pytest.approx(24.0 + 48.0)), ("2026-10-02", pytest.approx(24.0 + 48.0))]
