@@ -1,33 +1,60 @@
-"""Overview: the report's totals, tenant spend and the reconciliation on one screen."""
+"""Overview: the seed-000 dashboard on one screen: capacity, idle, unit costs, tokens, energy,
+spend by tenant, idle this week and the daily trend, plus the review pack."""
 
-import polars as pl
+from pathlib import Path
+
 import streamlit as st
 
-from pages.common import report, source_path
+from cost_engine import exporters
+from cost_engine.exporters import review_pack
+from pages import common
 
-rep = report()
-t, cur = rep["totals"], rep["period"]["currency"]
-st.title("Overview")
-st.caption(f"{source_path()} · {rep['period']['start']} – {rep['period']['end']} ({rep['period']['timezone']}) · "
-           f"boundary {rep['boundary']['name']}")
+ctx = common.context()
+common.header(ctx, "Overview")
 
+cards = ctx.view("kpi_cards")
+common.kpi_row(ctx, ["allocated_gpu_hours", "available_gpu_hours", "allocation_rate", "idle_rate", "cost_per_gpu_hour"],
+               cards)
+common.kpi_row(ctx, ["cost", "tokens", "cost_per_million_tokens", "energy_kwh_gpu", "output_tokens_per_joule"], cards)
 
-def fmt(v, spec=",.1f", suffix=""):
-    return "–" if v is None else f"{v:{spec}}{suffix}"
+figs = ctx.overview_figures()
+left, right = st.columns(2)
+with left:
+    common.chart(figs["spend_by_tenant"], "spend_by_tenant", name="spend-by-tenant")
+with right:
+    common.chart(figs["idle_this_week"], "idle_this_week", name="idle-this-week")
+common.chart(figs["trend"], "trend", name="trend-by-day")
 
+st.subheader("Spend by tenant (top ten)")
+top = ctx.view("top_tenants", 10)
+common.table(
+    top.select("tenant", "cost", "allocated_gpu_hours", "active_gpu_hours", "avg_util_pct", "energy_kwh_gpu",
+               "tokens", "cost_per_million_tokens"),
+    "top_tenants", name="spend-by-tenant",
+)
+try:
+    st.page_link("pages/rankings.py", label="Rankings: drill any tenant down to its projects, models, jobs and "
+                 "raw records", icon=":material/leaderboard:")
+except st.errors.StreamlitAPIException:  # the page runs on its own, without the router
+    pass
 
-c = st.columns(4)
-c[0].metric("Available GPU-hours", fmt(t["available_gpu_hours"]))
-c[1].metric("Allocated GPU-hours", fmt(t["allocated_gpu_hours"]))
-c[2].metric("Active GPU-hours", fmt(t["active_gpu_hours"]))
-c[3].metric("Idle rate", fmt(None if t["idle_rate"] is None else 100 * t["idle_rate"], ".1f", " %"))
-c = st.columns(4)
-c[0].metric(f"Cost ({cur})", fmt(t["cost"], ",.2f"))
-c[1].metric("Cost per GPU-hour", fmt(t["cost_per_gpu_hour"], ",.3f"))
-c[2].metric("Cost per 1M tokens", fmt(t["cost_per_million_tokens"], ",.3f"))
-c[3].metric("Energy (kWh, GPU)", fmt(t["energy_kwh_gpu"], ",.1f"))
+rec = ctx.view("reconciliation").row(0, named=True)
+st.caption(
+    f"Reconciliation ({ctx.currency}): input {rec['input_cost']:,.2f} = owners {rec['attributed']:,.2f} + "
+    f"idle {rec['idle']:,.2f} + unattributed {rec['unattributed']:,.2f} (difference {rec['difference']:.6f})."
+)
 
-st.subheader("Spend by tenant")
-st.dataframe(pl.DataFrame(rep["by_tenant"]).head(10), hide_index=True)
-st.subheader("Reconciliation")
-st.dataframe(pl.DataFrame([rep["reconciliation"]]), hide_index=True)
+st.subheader("Review pack")
+st.caption("One zip: " + ", ".join(f"`{n}`" for n in review_pack.REVIEW_PACK_FILES))
+st.download_button(
+    "Download the review pack",
+    data=lambda: review_pack.build_review_pack(ctx.comp, ctx.filters, source_label=Path(ctx.path).name),
+    file_name="ailedger-review-pack.zip",
+    mime="application/zip",
+    key="review_pack",
+    on_click="ignore",
+    disabled=not exporters.available(),
+    help=None if exporters.available() else "Needs Chromium for the chart images.",
+    icon=":material/folder_zip:",
+    type="primary",
+)

@@ -9,6 +9,9 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from cost_engine import scenario as sl
+from pages import common
+
+common.through_router()  # a first request straight to /scenario still gets the router and sidebar
 
 DEFAULT_SCENARIO = Path(__file__).resolve().parent.parent / "sample_data" / "scenario.toml"
 

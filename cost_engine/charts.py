@@ -1,0 +1,424 @@
+"""Plotly figure builders for the dashboard and the exports (no streamlit here).
+
+Each builder takes a frame from `cost_engine.views` and returns a `go.Figure`; the data go
+in as plain lists (so the figure's JSON spec carries readable x/y values), times as local
+wall-clock strings in the period's time zone (the axis title names the zone).
+
+Names that come from the data (tenants, projects, models, pools...) pass through `label()`:
+Plotly renders a small HTML subset in text, so `<`, `>` and `&` are written as entities
+and a name like `<b>x</b>` or `<script>` shows as the literal text.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from datetime import date, datetime
+from typing import Any
+
+import plotly.graph_objects as go
+import polars as pl
+
+TEMPLATE = "plotly_white"
+EXPORT_WIDTH = 1100
+EXPORT_HEIGHT = 520
+
+# One colour per idle cause, the same on every chart.
+CAUSE_COLORS = {
+    "no_demand": "#9aa5b1",
+    "quota": "#f0a202",
+    "fragmentation": "#f18805",
+    "maintenance": "#7b8cde",
+    "degraded_hardware": "#d62828",
+    "network_bottleneck": "#5e60ce",
+    "storage_bottleneck": "#4ea8de",
+    "data_loading": "#48bfe3",
+    "oversized_request": "#e76f51",
+    "underutilized": "#2a9d8f",
+}
+A_COLOR, B_COLOR = "#4361ee", "#f72585"
+COST_COLOR, HOURS_COLOR, ACTIVE_COLOR, ENERGY_COLOR = "#4361ee", "#2a9d8f", "#8ac926", "#f4a261"
+
+
+def label(value: Any) -> str:
+    """A data value as chart text: HTML-significant characters as entities, None as '(none)'."""
+    if value is None:
+        return "(none)"
+    return str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def labels(values: Iterable[Any]) -> list[str]:
+    return [label(v) for v in values]
+
+
+def _nums(s: pl.Series) -> list[float | None]:
+    return [None if v is None else float(v) for v in s.to_list()]
+
+
+def _when(values: Iterable[Any]) -> list[str]:
+    """Dates and (zone-aware) datetimes as local wall-clock strings Plotly reads as dates."""
+    out = []
+    for v in values:
+        if isinstance(v, datetime):
+            out.append(v.strftime("%Y-%m-%d %H:%M:%S"))
+        elif isinstance(v, date):
+            out.append(v.isoformat())
+        else:
+            out.append(str(v))
+    return out
+
+
+def _layout(fig: go.Figure, title: str, **kw: Any) -> go.Figure:
+    """Title top left; the legend under it (few series) or on the right (many), never on the title."""
+    n = sum(1 for t in fig.data if t.showlegend is not False and (t.name or "") != "")
+    if n > 4:
+        legend = {"orientation": "v", "yanchor": "top", "y": 1.0, "xanchor": "left", "x": 1.02,
+                  "font": {"size": 11}}
+        top = 60
+    else:
+        legend = {"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "left", "x": 0.0}
+        top = 60 if n <= 1 else (85 if n <= 2 else 100)
+    fig.update_layout(
+        title={"text": title, "x": 0.01, "xanchor": "left", "y": 0.98, "yanchor": "top", "yref": "container"},
+        template=TEMPLATE,
+        margin={"l": 60, "r": 30, "t": top, "b": 50},
+        legend=legend,
+        showlegend=n > 1,
+        hoverlabel={"namelength": -1},
+        **kw,
+    )
+    return fig
+
+
+def _empty(title: str, message: str = "no data for this selection") -> go.Figure:
+    fig = go.Figure()
+    fig.add_annotation(text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper", font={"size": 14})
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    return _layout(fig, title)
+
+
+# ------------------------------------------------------------------------------------ overview
+
+
+def spend_by_tenant(frame: pl.DataFrame, currency: str = "USD", top: int = 10) -> go.Figure:
+    """Horizontal bars of cost per tenant, highest at the top (views.top_tenants)."""
+    title = f"Spend by tenant (top {top}, {currency})"
+    t = frame.head(top)
+    if t.height == 0:
+        return _empty(title)
+    t = t.reverse()
+    fig = go.Figure(
+        go.Bar(
+            x=_nums(t["cost"]), y=labels(t["tenant"]), orientation="h", marker_color=COST_COLOR,
+            customdata=_nums(t["allocated_gpu_hours"]),
+            hovertemplate="%{y}<br>cost %{x:,.2f}<br>%{customdata:,.1f} GPU-h<extra></extra>",
+            name="cost",
+        )
+    )
+    return _layout(fig, title, xaxis_title=currency, yaxis={"automargin": True})
+
+
+def trend(frame: pl.DataFrame, currency: str = "USD", timezone: str = "UTC") -> go.Figure:
+    """Daily cost (bars) and allocated / active GPU-hours (lines, right axis) (views.trend)."""
+    title = "Trend by day"
+    if frame.height == 0:
+        return _empty(title)
+    days = _when(frame["day"])
+    fig = go.Figure()
+    fig.add_bar(x=days, y=_nums(frame["cost"]), name=f"cost ({currency})", marker_color=COST_COLOR, opacity=0.8)
+    fig.add_scatter(x=days, y=_nums(frame["allocated_gpu_hours"]), name="allocated GPU-h", yaxis="y2",
+                    mode="lines+markers", line={"color": HOURS_COLOR})
+    fig.add_scatter(x=days, y=_nums(frame["active_gpu_hours"]), name="active GPU-h", yaxis="y2",
+                    mode="lines+markers", line={"color": ACTIVE_COLOR, "dash": "dot"})
+    return _layout(
+        fig, title,
+        xaxis={"title": f"day ({timezone})", "type": "date", "tickformat": "%a %d %b",
+                          "dtick": 86400000 if len(frame) <= 16 else None},
+        yaxis={"title": currency},
+        yaxis2={"title": "GPU-hours", "overlaying": "y", "side": "right", "rangemode": "tozero", "showgrid": False,
+                "tickmode": "auto"},
+    )
+
+
+def idle_by_cause(frame: pl.DataFrame, measure: str = "gpu_hours", title: str = "Idle GPU-hours by cause") -> go.Figure:
+    """Bars per idle cause, coloured by cause, unallocated and allocated side by side."""
+    if frame.height == 0 or frame[measure].sum() == 0:
+        return _empty(title, "no idle time in this selection")
+    t = frame.sort(measure, descending=True)
+    fig = go.Figure()
+    for kind in ("unallocated", "allocated"):
+        k = t.filter(pl.col("kind") == kind)
+        if k.height == 0:
+            continue
+        fig.add_bar(
+            x=labels(k["cause"]), y=_nums(k[measure]), name=kind,
+            marker_color=[CAUSE_COLORS.get(c, "#888") for c in k["cause"].to_list()],
+            marker_pattern_shape="" if kind == "unallocated" else "/",
+            hovertemplate="%{x}<br>%{y:,.1f}<extra>" + kind + "</extra>",
+        )
+    unit = "GPU-hours" if measure == "gpu_hours" else measure
+    return _layout(fig, title, yaxis_title=unit, xaxis_title="cause", barmode="group")
+
+
+# ------------------------------------------------------------------------------------ rankings
+
+
+def ranking_bar(frame: pl.DataFrame, name_col: str, value_col: str, title: str, unit: str = "",
+                top: int = 20) -> go.Figure:
+    """Horizontal bars of one measure per owner or model, highest at the top."""
+    t = frame.filter(pl.col(value_col).is_not_null()).head(top) if value_col in frame.columns else frame.head(0)
+    if t.height == 0:
+        return _empty(title)
+    t = t.reverse()
+    fig = go.Figure(
+        go.Bar(x=_nums(t[value_col]), y=labels(t[name_col]), orientation="h", marker_color=COST_COLOR, name=value_col,
+               hovertemplate="%{y}<br>%{x:,.2f}<extra></extra>")
+    )
+    return _layout(fig, title, xaxis_title=unit or value_col, yaxis={"automargin": True},
+                   height=max(320, 40 + 28 * t.height))
+
+
+# ---------------------------------------------------------------------------------------- idle
+
+
+def idle_stacked(frame: pl.DataFrame, measure: str = "gpu_hours", timezone: str = "UTC") -> go.Figure:
+    """Idle per day stacked by cause (views.idle_daily)."""
+    unit = "GPU-hours" if measure == "gpu_hours" else ("cost" if measure == "cost" else "kWh")
+    title = f"Idle {unit} by day and cause"
+    if frame.height == 0:
+        return _empty(title, "no idle time in this selection")
+    days = sorted(frame["day"].unique().to_list())
+    x = _when(days)
+    fig = go.Figure()
+    by = frame.group_by("kind", "cause").agg(pl.col(measure).sum()).sort(measure, descending=True)
+    for kind, cause in by.select("kind", "cause").iter_rows():
+        c = frame.filter((pl.col("kind") == kind) & (pl.col("cause") == cause))
+        vals = dict(zip(c["day"].to_list(), c[measure].to_list()))
+        fig.add_bar(
+            x=x, y=[float(vals.get(d, 0.0) or 0.0) for d in days], name=f"{label(cause)} ({kind})",
+            marker_color=CAUSE_COLORS.get(cause, "#888"), marker_pattern_shape="" if kind == "unallocated" else "/",
+        )
+    return _layout(fig, title, barmode="stack", yaxis_title=unit,
+                   xaxis={"title": f"day ({timezone})", "type": "date", "tickformat": "%a %d %b",
+                          "dtick": 86400000 if len(days) <= 16 else None})
+
+
+def idle_by_pool(frame: pl.DataFrame, measure: str = "gpu_hours") -> go.Figure:
+    """Idle per pool / accelerator, stacked by cause (views.idle_by_pool)."""
+    title = "Idle GPU-hours by pool and accelerator" if measure == "gpu_hours" else "Idle cost by pool and accelerator"
+    if frame.height == 0:
+        return _empty(title, "no idle time in this selection")
+    f = frame.with_columns(
+        pl.concat_str([pl.col("pool").fill_null("(none)"), pl.col("accelerator").fill_null("?")], separator=" · ").alias("where")
+    )
+    wheres = f.group_by("where").agg(pl.col(measure).sum()).sort(measure)["where"].to_list()
+    fig = go.Figure()
+    for kind, cause in f.select("kind", "cause").unique().sort("kind", "cause", descending=[True, False]).iter_rows():
+        c = f.filter((pl.col("kind") == kind) & (pl.col("cause") == cause))
+        vals = dict(zip(c["where"].to_list(), c[measure].to_list()))
+        fig.add_bar(
+            y=labels(wheres), x=[float(vals.get(w, 0.0) or 0.0) for w in wheres], orientation="h",
+            name=f"{label(cause)} ({kind})", marker_color=CAUSE_COLORS.get(cause, "#888"),
+            marker_pattern_shape="" if kind == "unallocated" else "/",
+        )
+    return _layout(fig, title, barmode="stack", xaxis_title="GPU-hours" if measure == "gpu_hours" else measure,
+                   yaxis={"automargin": True}, height=max(320, 120 + 40 * len(wheres)))
+
+
+def card_timeline(timeline: pl.DataFrame, allocations: pl.DataFrame, card: str, timezone: str = "UTC") -> go.Figure:
+    """A card's utilisation and power over time with its allocations as shaded bands."""
+    title = f"Telemetry of {label(card)}"
+    if timeline.height == 0 and allocations.height == 0:
+        return _empty(title, "no telemetry and no allocations for this card")
+    fig = go.Figure()
+    if timeline.height:
+        x = _when(timeline["ts"])
+        fig.add_scatter(x=x, y=_nums(timeline["util_pct"]), name="util %", mode="lines", line={"color": HOURS_COLOR})
+        if timeline["power_w"].is_not_null().any():
+            fig.add_scatter(x=x, y=_nums(timeline["power_w"]), name="power W", mode="lines", yaxis="y2",
+                            line={"color": ENERGY_COLOR, "width": 1})
+    palette = ["rgba(67,97,238,0.12)", "rgba(247,37,133,0.12)", "rgba(42,157,143,0.14)", "rgba(244,162,97,0.16)"]
+    for i, a in enumerate(allocations.iter_rows(named=True)):
+        owner = a.get("project") or a.get("tenant") or "(unmapped)"
+        # Labels only when they cannot pile up; the markers' hover names every allocation.
+        note = {}
+        if allocations.height <= 4:
+            note = {"annotation_text": label(f"{owner} · {a.get('job_id') or a['allocation_id']}"),
+                    "annotation_position": "top left", "annotation_font_size": 10}
+        fig.add_vrect(
+            x0=_when([a["start"]])[0], x1=_when([a["end"]])[0], fillcolor=palette[i % len(palette)], line_width=0,
+            layer="below", **note,
+        )
+    # An invisible trace lists the allocations in the legend/hover for readers of the spec.
+    if allocations.height:
+        fig.add_scatter(
+            x=_when(allocations["start"]), y=[100.0] * allocations.height, mode="markers", name="allocation start",
+            marker={"symbol": "triangle-down", "size": 9, "color": "#333"},
+            text=labels(allocations["allocation_id"]),
+            customdata=[
+                f"{label(r.get('project') or r.get('tenant') or '(unmapped)')} · {label(r.get('job_id') or '')}"
+                for r in allocations.iter_rows(named=True)
+            ],
+            hovertemplate="%{text}<br>%{customdata}<br>from %{x}<extra></extra>",
+        )
+    return _layout(
+        fig, title,
+        xaxis={"title": f"time ({timezone})", "type": "date"},
+        yaxis={"title": "util %", "range": [0, 105]},
+        yaxis2={"title": "power W", "overlaying": "y", "side": "right", "rangemode": "tozero", "showgrid": False,
+                "tickmode": "auto"},
+    )
+
+
+# -------------------------------------------------------------------------------------- energy
+
+
+def energy_daily(frame: pl.DataFrame, currency: str = "USD", timezone: str = "UTC") -> go.Figure:
+    """GPU and facility kWh per day (bars) and energy cost (line, right axis) (views.energy_daily)."""
+    title = "Energy by day"
+    if frame.height == 0:
+        return _empty(title)
+    x = _when(frame["day"])
+    fig = go.Figure()
+    fig.add_bar(x=x, y=_nums(frame["energy_kwh_gpu"]), name="GPU kWh", marker_color=ENERGY_COLOR)
+    fig.add_bar(x=x, y=_nums(frame["energy_kwh_facility"]), name="facility kWh", marker_color="#e9c46a")
+    fig.add_scatter(x=x, y=_nums(frame["energy_cost"]), name=f"energy cost ({currency})", yaxis="y2",
+                    mode="lines+markers", line={"color": COST_COLOR})
+    return _layout(
+        fig, title, barmode="group",
+        xaxis={"title": f"day ({timezone})", "type": "date", "tickformat": "%a %d %b",
+                          "dtick": 86400000 if len(frame) <= 16 else None},
+        yaxis={"title": "kWh"},
+        yaxis2={"title": currency, "overlaying": "y", "side": "right", "rangemode": "tozero", "showgrid": False,
+                "tickmode": "auto"},
+    )
+
+
+def co2e_daily(frame: pl.DataFrame, timezone: str = "UTC") -> go.Figure:
+    title = "CO2e by day (facility energy x grid carbon intensity)"
+    if frame.height == 0 or frame["co2e_kg"].is_null().all():
+        return _empty(title, "the tariffs carry no carbon intensity")
+    fig = go.Figure(go.Bar(x=_when(frame["day"]), y=_nums(frame["co2e_kg"]), name="kg CO2e", marker_color="#6c757d"))
+    return _layout(fig, title, yaxis_title="kg CO2e",
+                   xaxis={"title": f"day ({timezone})", "type": "date", "tickformat": "%a %d %b",
+                          "dtick": 86400000 if len(frame) <= 16 else None})
+
+
+def power_vs_cap(frame: pl.DataFrame, timezone: str = "UTC") -> go.Figure:
+    """Facility and GPU power over time against the site cap (views.power_profile)."""
+    title = "Power against the site cap"
+    if frame.height == 0:
+        return _empty(title, "no power telemetry")
+    x = _when(frame["ts"])
+    fig = go.Figure()
+    fig.add_scatter(x=x, y=_nums(frame["facility_kw"]), name="facility kW", mode="lines", line={"color": COST_COLOR},
+                    fill="tozeroy", fillcolor="rgba(67,97,238,0.08)")
+    fig.add_scatter(x=x, y=_nums(frame["gpu_kw"]), name="GPU kW", mode="lines", line={"color": ENERGY_COLOR})
+    cap = frame["cap_kw"][0] if "cap_kw" in frame.columns else None
+    if cap is not None:
+        fig.add_scatter(x=[x[0], x[-1]], y=[float(cap), float(cap)], name="site cap", mode="lines",
+                        line={"color": "#d62828", "dash": "dash"})
+        over = frame.filter(pl.col("over_cap"))
+        if over.height:
+            fig.add_scatter(x=_when(over["ts"]), y=_nums(over["facility_kw"]), name="over the cap", mode="markers",
+                            marker={"color": "#d62828", "size": 6})
+    return _layout(fig, title, yaxis_title="kW", xaxis={"title": f"time ({timezone})", "type": "date"})
+
+
+def tokens_per_joule(frame: pl.DataFrame) -> go.Figure:
+    """Output tokens per joule per model, GPU-only and facility (views.model_energy)."""
+    title = "Output tokens per joule by model"
+    t = frame.filter(pl.col("output_tokens_per_joule").is_not_null())
+    if t.height == 0:
+        return _empty(title, "no model with both tokens and measured energy")
+    fig = go.Figure()
+    fig.add_bar(x=labels(t["model"]), y=_nums(t["output_tokens_per_joule"]), name="per GPU joule", marker_color=ENERGY_COLOR)
+    fig.add_bar(x=labels(t["model"]), y=_nums(t["output_tokens_per_joule_facility"]), name="per facility joule",
+                marker_color="#e9c46a")
+    return _layout(fig, title, barmode="group", yaxis_title="output tokens / J")
+
+
+# ------------------------------------------------------------------------------ unit economics
+
+
+def unit_costs(frame: pl.DataFrame, target: float | None = None, currency: str = "USD") -> go.Figure:
+    """$/1M tokens per model (all, input incl. cached, output, good) against a target."""
+    title = f"Cost per 1M tokens by model ({currency})"
+    if frame.height == 0:
+        return _empty(title, "no model served tokens in this selection")
+    x = labels(frame["model"])
+    fig = go.Figure()
+    for col, name, color in (
+        ("cost_per_million_tokens", "all tokens", COST_COLOR),
+        ("cost_per_million_input_tokens", "input (incl. cached)", "#4cc9f0"),
+        ("cost_per_million_output_tokens", "output", "#f72585"),
+        ("cost_per_million_good_tokens", "good tokens", HOURS_COLOR),
+    ):
+        fig.add_bar(x=x, y=_nums(frame[col]), name=name, marker_color=color)
+    if target is not None and target > 0:
+        # On a log axis the line takes the value and the annotation its exponent (plotly.js).
+        fig.add_shape(type="line", xref="paper", x0=0, x1=1, yref="y", y0=float(target), y1=float(target),
+                      line={"color": "#d62828", "dash": "dash"})
+        fig.add_annotation(xref="paper", x=0, yref="y", y=math.log10(float(target)), text=f"target {target:,.2f}",
+                           showarrow=False, xanchor="left", yanchor="bottom", font={"color": "#d62828"})
+    return _layout(fig, title, barmode="group",
+                   yaxis={"title": f"{currency} / 1M tokens (log scale)", "type": "log"})
+
+
+def token_mix(frame: pl.DataFrame) -> go.Figure:
+    """Share of input, cached input and output tokens per model (stacked to 100 %)."""
+    title = "Token mix by model"
+    if frame.height == 0:
+        return _empty(title)
+    x = labels(frame["model"])
+    fig = go.Figure()
+    for col, name, color in (("input_share", "input", "#4cc9f0"), ("cached_share", "cached input", "#b8c0ff"),
+                             ("output_share", "output", "#f72585")):
+        fig.add_bar(x=x, y=_nums(frame[col]), name=name, marker_color=color)
+    return _layout(fig, title, barmode="stack", yaxis={"title": "share of tokens", "tickformat": ".0%"})
+
+
+# --------------------------------------------------------------------------------------- rules
+
+
+def compare_rules(frame: pl.DataFrame, name_col: str, currency: str = "USD", a_name: str = "A",
+                  b_name: str = "B") -> go.Figure:
+    """Cost per owner under rule sets A and B (views.compare_rules)."""
+    title = f"Cost under {label(a_name)} vs {label(b_name)} ({currency})"
+    if frame.height == 0:
+        return _empty(title)
+    names = frame[name_col] if name_col in frame.columns else frame["tenant"]
+    if name_col == "project" and "tenant" in frame.columns:
+        names = frame.select(pl.concat_str([pl.col("tenant").fill_null("?"), pl.col("project").fill_null("?")],
+                                           separator=" / "))[:, 0]
+    x = labels(names)
+    fig = go.Figure()
+    fig.add_bar(x=x, y=_nums(frame["cost_a"]), name=label(a_name), marker_color=A_COLOR)
+    fig.add_bar(x=x, y=_nums(frame["cost_b"]), name=label(b_name), marker_color=B_COLOR)
+    return _layout(fig, title, barmode="group", yaxis_title=currency)
+
+
+# ---------------------------------------------------------------------------------------- data
+
+
+def coverage(frame: pl.DataFrame) -> go.Figure:
+    """Allocated GPU-hours with and without telemetry per pool (views.telemetry_coverage)."""
+    title = "Telemetry coverage of allocated GPU-hours"
+    if frame.height == 0:
+        return _empty(title)
+    names = labels(
+        frame.select(pl.concat_str([pl.col("pool").fill_null("(none)"), pl.col("accelerator").fill_null("?")],
+                                   separator=" · "))[:, 0]
+    )
+    fig = go.Figure()
+    fig.add_bar(y=names, x=_nums(frame["covered_gpu_hours"]), name="with telemetry", orientation="h",
+                marker_color=HOURS_COLOR)
+    fig.add_bar(y=names, x=_nums(frame["uncovered_gpu_hours"]), name="no telemetry", orientation="h",
+                marker_color="#d62828")
+    return _layout(fig, title, barmode="stack", xaxis_title="GPU-hours", yaxis={"automargin": True})
+
+
+def figure_spec(fig: go.Figure) -> dict:
+    """The figure as a plain dict (what the browser receives)."""
+    return fig.to_plotly_json()

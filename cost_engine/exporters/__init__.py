@@ -1,0 +1,73 @@
+"""Exports: tables as CSV / Parquet, charts as PNG / SVG / HTML, and the review pack.
+
+    from cost_engine import exporters
+    exporters.table_csv(frame) -> bytes       exporters.table_parquet(frame) -> bytes
+    exporters.to_png(fig) / to_svg(fig) -> bytes   exporters.to_html(fig) -> str
+    exporters.review_pack.build_review_pack(comp, filters, ...) -> bytes (zip)
+"""
+
+from __future__ import annotations
+
+import io
+import re
+
+import polars as pl
+
+from .images import ExportError, available, chromium_path, render, to_html, to_png, to_svg
+
+__all__ = [
+    "ExportError", "available", "chromium_path", "render", "to_html", "to_png", "to_svg",
+    "flat_table", "table_csv", "table_parquet", "safe_name",
+]
+
+# Spreadsheet formula injection: a text cell starting with one of these is prefixed with '.
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def flat_table(frame: pl.DataFrame) -> pl.DataFrame:
+    """The frame with list / struct columns joined to text (CSV cannot hold nested values)."""
+    out = []
+    for name, dtype in frame.schema.items():
+        col = pl.col(name)
+        if isinstance(dtype, (pl.List, pl.Array)):
+            out.append(col.cast(pl.List(pl.String)).list.join(", ").alias(name))
+        elif isinstance(dtype, pl.Struct):
+            out.append(col.struct.json_encode().alias(name))
+        else:
+            out.append(col)
+    return frame.select(out)
+
+
+def table_csv(frame: pl.DataFrame, *, neutralise_formulas: bool = True) -> bytes:
+    """CSV bytes (UTF-8, header row). Text cells that a spreadsheet would run as a formula
+    (starting with = + - @) get a leading apostrophe unless `neutralise_formulas=False`."""
+    f = flat_table(frame)
+    if neutralise_formulas:
+        f = f.with_columns(
+            pl.when(_formula(c))
+            .then(pl.lit("'") + pl.col(c))
+            .otherwise(pl.col(c))
+            .alias(c)
+            for c, d in f.schema.items()
+            if d == pl.String
+        )
+    return f.write_csv().encode("utf-8")
+
+
+def _formula(c: str) -> pl.Expr:
+    e = pl.lit(False)
+    for ch in _FORMULA_START:
+        e = e | pl.col(c).str.starts_with(ch)
+    return e.fill_null(False)
+
+
+def table_parquet(frame: pl.DataFrame) -> bytes:
+    buf = io.BytesIO()
+    frame.write_parquet(buf)
+    return buf.getvalue()
+
+
+def safe_name(text: str, default: str = "export") -> str:
+    """A file-name-safe slug of a label."""
+    s = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-._")
+    return s[:80] or default

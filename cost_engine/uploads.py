@@ -1,0 +1,267 @@
+"""Getting data into the dashboard safely: uploaded files or zips, a folder to open, and the
+alias table written back.
+
+- Uploads are capped (`AILEDGER_MAX_UPLOAD_MB`, default 200 MB in all), only bundle file
+  types are accepted, and each upload lands in a fresh folder under the upload root.
+- A zip member whose path escapes the target folder (absolute, `..`, a drive, a symlink),
+  too many members, or more unpacked bytes than the cap rejects the whole zip.
+- Every staged bundle is validated with `read_bundle` before it is opened.
+- Aliases are saved as the contract says: a store gets an ingest of a bundle holding only the
+  new or changed aliases (replace=True); a folder gets its aliases file rewritten.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import uuid
+import zipfile
+from dataclasses import dataclass
+from io import BytesIO
+from pathlib import Path, PurePosixPath, PureWindowsPath
+
+import polars as pl
+
+from .bundle import Bundle, BundleError, read_bundle, validate_frame
+from .config import Config
+
+ALLOWED_SUFFIXES = (".csv", ".parquet", ".jsonl", ".toml", ".json")
+MAX_ZIP_MEMBERS = 500
+DEFAULT_MAX_MB = 200
+
+
+class UploadError(ValueError):
+    """An upload or folder that cannot be used; the message says why."""
+
+
+def max_upload_bytes() -> int:
+    try:
+        mb = float(os.environ.get("AILEDGER_MAX_UPLOAD_MB", DEFAULT_MAX_MB))
+    except ValueError:
+        mb = DEFAULT_MAX_MB
+    return int(mb * 1024 * 1024)
+
+
+def upload_root() -> Path:
+    """Where uploads are unpacked: AILEDGER_UPLOAD_DIR, else data/uploads under the working dir."""
+    return Path(os.environ.get("AILEDGER_UPLOAD_DIR", "data/uploads"))
+
+
+def _member_parts(name: str) -> tuple[str, ...]:
+    """The path parts of a zip member; raises UploadError for anything that could escape."""
+    if not name or "\x00" in name:
+        raise UploadError(f"zip member {name!r} has an invalid name")
+    if name.startswith(("/", "\\")) or PureWindowsPath(name).drive or PureWindowsPath(name).is_absolute():
+        raise UploadError(f"zip member {name!r} has an absolute path")
+    parts = PurePosixPath(name.replace("\\", "/")).parts
+    if any(p == ".." for p in parts):
+        raise UploadError(f"zip member {name!r} escapes the target folder")
+    return tuple(p for p in parts if p not in ("", "."))
+
+
+def safe_extract(data: bytes, target: Path, *, max_bytes: int | None = None,
+                 max_members: int = MAX_ZIP_MEMBERS) -> list[Path]:
+    """Unpack a zip into `target`, refusing the whole archive if any member is unsafe.
+
+    Unsafe: a path that escapes `target` (absolute, drive, `..`, or resolving outside), a
+    symlink or special file, more than `max_members` members, or more than `max_bytes`
+    unpacked bytes (counted while reading, so a lying header does not help a zip bomb).
+    """
+    limit = max_upload_bytes() if max_bytes is None else max_bytes
+    target = Path(target)
+    target.mkdir(parents=True, exist_ok=True)
+    root = target.resolve()
+    try:
+        zf = zipfile.ZipFile(BytesIO(data))
+    except zipfile.BadZipFile as exc:
+        raise UploadError(f"not a valid zip file: {exc}") from None
+    with zf:
+        infos = zf.infolist()
+        if len(infos) > max_members:
+            raise UploadError(f"zip has {len(infos)} members; at most {max_members} are accepted")
+        plan: list[tuple[zipfile.ZipInfo, Path]] = []
+        for info in infos:
+            parts = _member_parts(info.filename)
+            # Unix mode in the high bits; no file-type bits (Windows tools, Python's writestr) = a file.
+            ftype = stat.S_IFMT(info.external_attr >> 16)
+            if ftype not in (0, stat.S_IFREG, stat.S_IFDIR):
+                raise UploadError(f"zip member {info.filename!r} is a link or special file")
+            if not parts:
+                continue
+            dest = root.joinpath(*parts).resolve()
+            if dest != root and root not in dest.parents:
+                raise UploadError(f"zip member {info.filename!r} escapes the target folder")
+            if info.is_dir():
+                continue
+            if parts[0] == "__MACOSX" or parts[-1].startswith("._"):
+                continue
+            plan.append((info, dest))
+        declared = sum(i.file_size for i, _ in plan)
+        if declared > limit:
+            raise UploadError(f"zip unpacks to {declared:,} bytes; the limit is {limit:,}")
+        written: list[Path] = []
+        total = 0
+        for info, dest in plan:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            with zf.open(info) as src, open(dest, "wb") as out:
+                while chunk := src.read(1 << 20):
+                    total += len(chunk)
+                    if total > limit:
+                        raise UploadError(f"zip unpacks to more than {limit:,} bytes")
+                    out.write(chunk)
+            written.append(dest)
+    return written
+
+
+def _bundle_root(folder: Path) -> Path:
+    """The folder holding allocations.*: the folder itself or its single sub-folder that does."""
+    def has_alloc(p: Path) -> bool:
+        return any((p / f"allocations{s}").is_file() for s in (".csv", ".parquet", ".jsonl"))
+
+    if has_alloc(folder):
+        return folder
+    found = [p for p in folder.rglob("*") if p.is_dir() and has_alloc(p)]
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise UploadError("no allocations file (allocations.csv, .parquet or .jsonl) in the upload")
+    raise UploadError("the upload holds several bundles; upload one at a time")
+
+
+@dataclass(frozen=True)
+class Staged:
+    """An upload unpacked and validated."""
+
+    root: Path  # the bundle folder to open
+    bundle: Bundle  # read_bundle's result (valid rows, rejections, notes)
+    files: tuple[str, ...]  # what was written, relative to the upload folder
+
+
+def stage_upload(files: list[tuple[str, bytes]], *, root: Path | None = None, config: Config | None = None,
+                 max_bytes: int | None = None) -> Staged:
+    """Write uploaded files (plain bundle files and/or zips) to a new folder and validate them."""
+    limit = max_upload_bytes() if max_bytes is None else max_bytes
+    if not files:
+        raise UploadError("nothing uploaded")
+    size = sum(len(b) for _, b in files)
+    if size > limit:
+        raise UploadError(f"the upload is {size:,} bytes; the limit is {limit:,}")
+    dest = (root or upload_root()) / uuid.uuid4().hex[:12]
+    dest.mkdir(parents=True, exist_ok=False)
+    try:
+        written: list[Path] = []
+        for name, data in files:
+            base = name
+            if not base or "/" in base or "\\" in base or "\x00" in base or base in (".", "..") or base.startswith("."):
+                raise UploadError(f"invalid file name {name!r} (a plain file name is expected)")
+            if base.lower().endswith(".zip"):
+                written += safe_extract(data, dest, max_bytes=limit)
+                continue
+            if not base.lower().endswith(ALLOWED_SUFFIXES):
+                raise UploadError(f"{base}: only {', '.join(ALLOWED_SUFFIXES)} or .zip files are accepted")
+            (dest / base).write_bytes(data)
+            written.append(dest / base)
+        bundle_dir = _bundle_root(dest)
+        try:
+            bundle = read_bundle(bundle_dir, config)
+        except BundleError as exc:
+            raise UploadError(str(exc)) from None
+        return Staged(root=bundle_dir, bundle=bundle, files=tuple(str(p.relative_to(dest)) for p in written))
+    except BaseException:
+        shutil.rmtree(dest, ignore_errors=True)
+        raise
+
+
+def check_source(path: str | Path) -> Path:
+    """A folder or store the dashboard can open; raises UploadError saying why not."""
+    from . import store
+
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise UploadError(f"{p} does not exist")
+    if p.is_file():
+        if store.is_store(p):
+            return p
+        raise UploadError(f"{p} is a file but not an ailedger DuckDB store")
+    try:
+        if not any((p / f"allocations{s}").is_file() for s in (".csv", ".parquet", ".jsonl")):
+            raise UploadError(f"{p} has no allocations file (allocations.csv, .parquet or .jsonl)")
+    except OSError as exc:
+        raise UploadError(f"{p}: {exc}") from None
+    return p
+
+
+# ------------------------------------------------------------------------------------- aliases
+
+
+def _clean_aliases(frame: pl.DataFrame) -> pl.DataFrame:
+    """Validate edited alias rows like a bundle file; rows without a project are dropped."""
+    f = frame.select(
+        *(pl.col(c).cast(pl.String).str.strip_chars() if c in frame.columns else pl.lit(None, pl.String).alias(c)
+          for c in ("source", "key", "project"))
+    ).filter(pl.col("project").is_not_null() & (pl.col("project") != ""))
+    valid, rejected = validate_frame("aliases", f, None, "aliases (edited)")
+    if rejected.height:
+        reasons = "; ".join(f"row {r['row']}: {r['reason']}" for r in rejected.head(5).iter_rows(named=True))
+        raise UploadError(f"invalid aliases: {reasons}")
+    return valid.select("source", "key", "project")
+
+
+@dataclass(frozen=True)
+class AliasSave:
+    written: int  # rows written (store: new or changed; folder: the whole table)
+    target: str  # the file written or the store ingested into
+    removed: int = 0  # rows dropped from a folder's table
+
+
+def save_aliases(source: str | Path, edited: pl.DataFrame, current: pl.DataFrame | None = None) -> AliasSave:
+    """Write the edited alias table back to the source.
+
+    Store: ingest a bundle holding only the new or changed aliases with replace=True (a store
+    never deletes; a removed row stays stored). Folder: rewrite its aliases file (same format,
+    aliases.csv when it had none) atomically.
+    """
+    from . import store
+
+    new = _clean_aliases(edited)
+    p = Path(source)
+    if p.is_file() and store.is_store(p):
+        cur = current if current is not None else store.load_bundle(p, tables=["aliases"])["aliases"]
+        cur = cur.select("source", "key", "project")
+        changed = new.join(cur, on=["source", "key", "project"], how="anti")
+        if changed.height:
+            store.ingest(p, Bundle.from_frames({"aliases": changed}), replace=True, source="dashboard: aliases")
+        return AliasSave(written=changed.height, target=str(p))
+    if not p.is_dir():
+        raise UploadError(f"{p} is neither a store nor a bundle folder")
+    existing = [p / f"aliases{s}" for s in (".csv", ".parquet", ".jsonl") if (p / f"aliases{s}").is_file()]
+    target = existing[0] if existing else p / "aliases.csv"
+    before = 0
+    if existing:
+        try:
+            before = _count_rows(target)
+        except Exception:  # noqa: BLE001 - only for the message
+            before = 0
+    tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:6]}.tmp")
+    out = new.sort("source", "key")
+    if target.suffix == ".parquet":
+        out.write_parquet(tmp)
+    elif target.suffix == ".jsonl":
+        out.write_ndjson(tmp)
+    else:
+        out.write_csv(tmp)
+    os.replace(tmp, target)
+    return AliasSave(written=out.height, target=str(target), removed=max(0, before - out.height))
+
+
+def _count_rows(path: Path) -> int:
+    if path.suffix == ".parquet":
+        return pl.read_parquet(path).height
+    if path.suffix == ".jsonl":
+        return sum(1 for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
+    return max(0, sum(1 for line in path.read_text(encoding="utf-8").splitlines() if line.strip()) - 1)
+
+
+__all__ = ["UploadError", "Staged", "AliasSave", "safe_extract", "stage_upload", "check_source", "save_aliases",
+           "max_upload_bytes", "upload_root"]

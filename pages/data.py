@@ -1,0 +1,133 @@
+"""Data: open a folder or store, or upload a bundle (files or a zip); the validation report,
+telemetry coverage, unmapped owner keys with their cost, and the alias table to fix them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import streamlit as st
+
+from cost_engine import charts, uploads, views
+from pages import common
+
+ctx = common.context()
+common.header(ctx, "Data")
+ss = st.session_state
+
+# ---- source -------------------------------------------------------------------------------
+st.subheader("Source")
+kind = "DuckDB store" if ctx.is_store else "bundle folder"
+st.markdown(f"Open: **{common.md(ctx.path)}** ({kind}, data version {ctx.version})")
+if ss.get(common.SOURCE_KEY):
+    st.button("Back to the default source", on_click=lambda: ss.pop(common.SOURCE_KEY, None), key="reset_source")
+
+open_tab, upload_tab = st.tabs(["Open a folder or store", "Upload a bundle"])
+with open_tab:
+    with st.form("open_source"):
+        folder = st.text_input("Path to a bundle folder or an ailedger .duckdb store", key="open_path")
+        if st.form_submit_button("Open"):
+            try:
+                p = uploads.check_source(folder)
+            except uploads.UploadError as exc:
+                st.error(str(exc))
+            else:
+                ss[common.SOURCE_KEY] = str(p)
+                ss.pop(common.RULES_KEY, None)
+                st.rerun()
+with upload_tab:
+    limit_mb = uploads.max_upload_bytes() / 1024 / 1024
+    st.caption(f"CSV, Parquet or JSONL files named after the contract tables (allocations.csv, ...), an "
+               f"ailedger.toml, or one zip holding them; {limit_mb:,.0f} MB at most.")
+    files = st.file_uploader("Bundle files or a zip", type=["csv", "parquet", "jsonl", "toml", "json", "zip"],
+                             accept_multiple_files=True, key="upload_files", max_upload_size=int(max(1, limit_mb)))
+    if files and st.button("Validate and open", type="primary", key="upload_go"):
+        try:
+            staged = uploads.stage_upload([(f.name, f.getvalue()) for f in files])
+        except uploads.UploadError as exc:
+            st.error(f"Upload refused: {exc}")
+        else:
+            ss[common.SOURCE_KEY] = str(staged.root)
+            ss.pop(common.RULES_KEY, None)
+            ss["upload_note"] = (f"Opened the upload ({len(staged.files)} files, "
+                                 f"{staged.bundle.rejected.height} rows rejected).")
+            st.rerun()
+    if ss.get("upload_note"):
+        st.success(ss.pop("upload_note"))
+
+# ---- validation ---------------------------------------------------------------------------
+st.subheader("Validation report")
+bundle = ctx.comp.bundle
+summary = views.validation_summary(bundle)
+left, right = st.columns([2, 3])
+with left:
+    common.table(summary, "validation", name="validation-summary", height=35 * (summary.height + 1) + 3)
+with right:
+    rej = views.rejections(bundle)
+    if rej.height == 0:
+        st.success("Every row of every table was accepted.")
+    else:
+        st.warning(f"{rej.height:,} rows rejected (first 1,000 shown; the downloads have them all).")
+        common.table(rej.head(1000), "rejections", name="rejections")
+gaps = views.gaps(ctx.comp)
+if gaps.height:
+    st.markdown("**Coverage gaps and notes** (what the engine could not know, and how it handled it)")
+    common.table(gaps, "gaps", name="gaps", column_config={"what": st.column_config.TextColumn("what", width="small"),
+                                                            "detail": st.column_config.TextColumn("detail",
+                                                                                                  width="large")})
+
+# ---- telemetry coverage -------------------------------------------------------------------
+st.subheader("Telemetry coverage")
+cov = ctx.view("telemetry_coverage")
+t = ctx.view("totals")
+st.caption(f"{common.fmt(t['telemetry_coverage'], 'ratio')} of allocated GPU-hours have telemetry; time without "
+           "it is neither active nor idle.")
+left, right = st.columns([3, 2])
+with left:
+    common.chart(charts.coverage(cov), "coverage", name="telemetry-coverage")
+with right:
+    common.table(cov, "coverage_table", name="telemetry-coverage")
+with st.expander("Per card"):
+    common.table(ctx.view("telemetry_coverage", "card"), "coverage_cards", name="telemetry-coverage-cards")
+
+# ---- unmapped owners and aliases ----------------------------------------------------------
+st.subheader("Unmapped owner keys")
+un = ctx.raw("unattributed")
+if un.height == 0:
+    st.success("Every owner key maps to a project.")
+else:
+    st.caption(f"These keys map to no project; {un['cost'].sum():,.2f} {ctx.currency} sits in the unattributed "
+               "bucket. Give them a project in the alias table below.")
+    common.table(un, "unattributed", name="unattributed")
+
+st.subheader("Alias table")
+aliases = ctx.raw("alias_table")
+known = ctx.raw("projects")
+st.caption("Each system's spelling (source, key) of a canonical project. Unmapped keys are listed with an empty "
+           "project: pick one and save." + (" A store keeps removed rows (ingest never deletes)." if ctx.is_store
+                                            else ""))
+edited = st.data_editor(
+    aliases,
+    key=f"alias_editor_{ctx.version}",
+    num_rows="dynamic",
+    hide_index=True,
+    disabled=["unmapped"],
+    column_config={
+        "source": st.column_config.TextColumn("source", required=True),
+        "key": st.column_config.TextColumn("key", required=True),
+        "project": st.column_config.SelectboxColumn("project", options=known),
+        "unmapped": st.column_config.CheckboxColumn("unmapped", help="A key that maps nowhere today"),
+    },
+)
+target = "the store (ingest with replace)" if ctx.is_store else f"{Path(ctx.path).name}/aliases file"
+if st.button(f"Save aliases to {target}", type="primary", key="save_aliases"):
+    frame = edited if isinstance(edited, pl.DataFrame) else pl.from_pandas(edited)
+    try:
+        result = uploads.save_aliases(ctx.path, frame, current=ctx.comp.bundle["aliases"])
+    except (uploads.UploadError, ValueError) as exc:
+        st.error(f"Not saved: {exc}")
+    else:
+        ss["alias_note"] = f"Saved {result.written} alias rows to {result.target}; the figures are recomputed."
+        st.rerun()
+if ss.get("alias_note"):
+    st.success(ss.pop("alias_note"))

@@ -1,0 +1,244 @@
+"""Rankings: tenants, projects and models, with a drill-down to the raw records behind a figure.
+
+Drill state lives in the URL (shareable, reopens at the same place):
+    ?level=tenants[&rank=tenant|project|model][&sort=cost|gpu_hours|tokens|cost_per_million_tokens]
+    ?level=projects&tenant=T
+    ?level=project&tenant=T&project=P
+    ?level=records&tenant=T[&project=P][&model=M][&table=allocations|requests|costs][&page=N]
+    ?level=records&model=M           (a model's serving records)
+"""
+
+from __future__ import annotations
+
+import polars as pl
+import streamlit as st
+
+from cost_engine import charts, views
+from pages import common
+
+ctx = common.context()
+common.header(ctx, "Rankings")
+
+LEVELS = ("tenants", "projects", "project", "records")
+RANKS = ("tenant", "project", "model")
+SORT_LABELS = {"cost": "Cost", "gpu_hours": "GPU-hours", "tokens": "Tokens",
+               "cost_per_million_tokens": "$ per 1M tokens"}
+SORT_COLUMN = {"cost": "cost", "gpu_hours": "allocated_gpu_hours", "tokens": "tokens",
+               "cost_per_million_tokens": "cost_per_million_tokens"}
+TABLES = {"allocations": "Allocations", "requests": "Requests", "costs": "Cost rows"}
+PAGE_SIZES = (25, 50, 100, 200)
+
+qp = st.query_params
+ss = st.session_state
+ss.setdefault("drill_nonce", 0)
+nonce = ss["drill_nonce"]
+
+
+def nav(**params: object) -> None:
+    """Move the drill-down: new query parameters, fresh table widgets (no stale selection)."""
+    ss["drill_nonce"] = ss.get("drill_nonce", 0) + 1
+    qp.from_dict({k: str(v) for k, v in params.items() if v not in (None, "")})
+
+
+def _int(value: str | None, default: int) -> int:
+    try:
+        return int(value) if value is not None else default
+    except ValueError:
+        return default
+
+
+level = qp.get("level", "tenants")
+tenant, project, model = qp.get("tenant"), qp.get("project"), qp.get("model")
+if level not in LEVELS or (level == "projects" and not tenant) or (level == "project" and not (tenant and project)) \
+        or (level == "records" and not (tenant or model)):
+    level = "tenants"
+
+# ---- breadcrumb ---------------------------------------------------------------------------
+crumbs: list[tuple[str, dict]] = [("All owners", {"level": "tenants", "rank": qp.get("rank"), "sort": qp.get("sort")})]
+if tenant and level != "tenants":
+    crumbs.append((f"tenant {tenant}", {"level": "projects", "tenant": tenant}))
+if project and level in ("project", "records"):
+    crumbs.append((f"project {project}", {"level": "project", "tenant": tenant, "project": project}))
+if model and level == "records":
+    crumbs.append((f"model {model}", {"level": "records", "tenant": tenant, "project": project, "model": model}))
+if level == "records":
+    crumbs.append(("raw records", {}))
+with st.container(horizontal=True, key="breadcrumb", vertical_alignment="center", gap="xsmall"):
+    for i, (text, target) in enumerate(crumbs):
+        last = i == len(crumbs) - 1
+        if i:
+            st.markdown("›")
+        st.button(common.md(text), key=f"crumb_{i}_{nonce}", type="tertiary", disabled=last,
+                  on_click=nav, kwargs=target)
+
+
+def owner_metrics(row: dict) -> None:
+    cur = ctx.currency
+    c = st.columns(5)
+    c[0].metric(f"Cost ({cur})", common.fmt(row.get("cost"), cur), border=True)
+    c[1].metric("Allocated GPU-hours", common.fmt(row.get("allocated_gpu_hours"), "GPU-h"), border=True)
+    c[2].metric("Active GPU-hours", common.fmt(row.get("active_gpu_hours"), "GPU-h"), border=True)
+    c[3].metric("Tokens sent", common.fmt(float(row.get("tokens") or 0), "tokens"), border=True)
+    c[4].metric(f"{cur} per 1M tokens", common.fmt(row.get("cost_per_million_tokens"), cur), border=True,
+                help="What the owner paid for inference (recharged model cost) per million tokens it sent.")
+
+
+def lineage_caption(**who: str | None) -> None:
+    s = ctx.view("lineage_summary", **who)
+    st.caption(
+        f"Made from {s['allocations']:,} allocations, {s['requests']:,} requests and {s['costs']:,} cost rows "
+        f"carrying {s['total_cost']:,.2f} {ctx.currency}."
+    )
+
+
+# ---- level: rankings ----------------------------------------------------------------------
+if level == "tenants":
+    rank = qp.get("rank", "tenant")
+    rank = rank if rank in RANKS else "tenant"
+    sort = qp.get("sort", "cost")
+    sort = sort if sort in SORT_LABELS else "cost"
+    c1, c2 = st.columns([3, 2])
+    new_rank = c1.segmented_control("Rank", RANKS, default=rank, key=f"rank_{nonce}", required=True,
+                                    format_func=lambda r: {"tenant": "Tenants", "project": "Projects",
+                                                           "model": "Models"}[r])
+    new_sort = c2.selectbox("Sort by", list(SORT_LABELS), index=list(SORT_LABELS).index(sort),
+                            format_func=SORT_LABELS.get, key=f"sort_{nonce}")
+    if (new_rank or rank) != rank or new_sort != sort:
+        rank, sort = new_rank or rank, new_sort
+        qp["rank"], qp["sort"] = rank, sort
+    frame: pl.DataFrame = ctx.view("rankings", rank, sort)
+    name_col = {"tenant": "tenant", "project": "project", "model": "model"}[rank]
+    unit = ctx.currency if sort == "cost" else ("GPU-hours" if sort == "gpu_hours" else
+                                                ("tokens" if sort == "tokens" else f"{ctx.currency} / 1M tokens"))
+    common.chart(
+        charts.ranking_bar(frame, name_col, SORT_COLUMN[sort], f"{rank.capitalize()} ranking by {SORT_LABELS[sort]}",
+                           unit),
+        f"ranking_{rank}", name=f"{rank}-ranking",
+    )
+    st.caption(f"Select a row to drill into a {rank}.")
+    shown = {
+        "tenant": ["tenant", "cost", "allocated_gpu_hours", "active_gpu_hours", "avg_util_pct", "tokens",
+                   "cost_per_million_tokens", "energy_kwh_gpu"],
+        "project": ["tenant", "project", "display_name", "cost", "allocated_gpu_hours", "active_gpu_hours", "tokens",
+                    "cost_per_million_tokens", "energy_kwh_gpu"],
+        "model": ["model", "cost", "allocated_gpu_hours", "tokens", "cost_per_million_tokens",
+                  "cost_per_million_input_tokens", "cost_per_million_output_tokens", "cost_per_million_good_tokens",
+                  "slo_attainment"],
+    }[rank]
+    state = common.table(frame.select([c for c in shown if c in frame.columns]), f"rank_{rank}_{nonce}",
+                         name=f"{rank}-ranking", on_select="rerun", selection_mode="single-row")
+    i = common.selected_row(state)
+    if i is not None and i < frame.height:
+        row = frame.row(i, named=True)
+        if rank == "tenant":
+            nav(level="projects", tenant=row["tenant"])
+        elif rank == "project":
+            nav(level="project", tenant=row["tenant"], project=row["project"])
+        else:
+            nav(level="records", model=row["model"])
+        st.rerun()
+
+# ---- level: a tenant's projects -----------------------------------------------------------
+elif level == "projects":
+    tenants = ctx.view("rankings", "tenant")
+    trow = tenants.filter(pl.col("tenant") == tenant)
+    st.subheader(f"Projects of {common.md(tenant)}")
+    if trow.height == 0:
+        st.warning(f"No tenant {common.md(tenant)} in this selection (check the sidebar filters).")
+    else:
+        owner_metrics(trow.row(0, named=True))
+    lineage_caption(tenant=tenant)
+    frame = ctx.view("rankings", "project", "cost", tenant)
+    common.chart(charts.ranking_bar(frame, "project", "cost", f"Projects of {tenant} by cost", ctx.currency),
+                 "tenant_projects", name=f"projects-of-{tenant}")
+    st.caption("Select a project for its models, jobs and services.")
+    state = common.table(
+        frame.select("project", "display_name", "cost", "allocated_gpu_hours", "active_gpu_hours", "tokens",
+                     "cost_per_million_tokens", "energy_kwh_gpu"),
+        f"projects_{nonce}", name=f"projects-of-{tenant}", on_select="rerun", selection_mode="single-row",
+    )
+    i = common.selected_row(state)
+    if i is not None and i < frame.height:
+        nav(level="project", tenant=tenant, project=frame.row(i, named=True)["project"])
+        st.rerun()
+    st.button("Raw records of this tenant", icon=":material/list_alt:", key=f"tenant_records_{nonce}",
+              on_click=nav, kwargs={"level": "records", "tenant": tenant})
+
+# ---- level: one project -------------------------------------------------------------------
+elif level == "project":
+    prow = ctx.view("rankings", "project", "cost", tenant).filter(pl.col("project") == project)
+    title = f"Project {project}"
+    if prow.height and prow["display_name"][0]:
+        title += f" ({prow['display_name'][0]})"
+    st.subheader(common.md(title))
+    if prow.height == 0:
+        st.warning("No such project in this selection (check the sidebar filters).")
+    else:
+        owner_metrics(prow.row(0, named=True))
+    lineage_caption(tenant=tenant, project=project)
+    st.button("Raw records (allocations, requests, cost rows)", icon=":material/list_alt:", type="primary",
+              key=f"project_records_{nonce}", on_click=nav,
+              kwargs={"level": "records", "tenant": tenant, "project": project})
+
+    st.markdown("#### Models")
+    st.caption("Cost the project paid for each model (inference recharged by its tokens) and the tokens it sent. "
+               "Select a model for its records.")
+    models = ctx.view("project_models", tenant, project)
+    if models.height == 0:
+        st.info("This project sent no requests and serves no model.")
+    else:
+        state = common.table(models, f"project_models_{nonce}", name=f"models-of-{project}", on_select="rerun",
+                             selection_mode="single-row")
+        i = common.selected_row(state)
+        if i is not None and i < models.height:
+            nav(level="records", tenant=tenant, project=project, model=models.row(i, named=True)["model"])
+            st.rerun()
+    st.markdown("#### Jobs")
+    jobs = ctx.view("project_jobs", tenant, project)
+    if jobs.height == 0:
+        st.info("No training, batch or interactive jobs in this selection.")
+    else:
+        common.table(jobs, f"project_jobs_{nonce}", name=f"jobs-of-{project}")
+    st.markdown("#### Services")
+    services = ctx.view("project_services", tenant, project)
+    if services.height == 0:
+        st.info("This project holds no inference service allocations (its inference cost is recharged from "
+                "the services it calls).")
+    else:
+        common.table(services, f"project_services_{nonce}", name=f"services-of-{project}")
+
+# ---- level: raw records -------------------------------------------------------------------
+else:
+    who = {"tenant": tenant, "project": project, "model": model}
+    label = " / ".join(f"{k} {v}" for k, v in who.items() if v)
+    st.subheader(f"Raw records: {common.md(label)}")
+    lineage_caption(**who)
+    table_name = qp.get("table", "allocations")
+    table_name = table_name if table_name in TABLES else "allocations"
+    size = _int(qp.get("size"), 50)
+    size = size if size in PAGE_SIZES else 50
+    c1, c2 = st.columns([3, 1])
+    new_table = c1.segmented_control("Records", list(TABLES), default=table_name, format_func=TABLES.get,
+                                     required=True, key=f"records_table_{nonce}")
+    new_size = c2.selectbox("Rows per page", PAGE_SIZES, index=PAGE_SIZES.index(size), key=f"records_size_{nonce}")
+    if (new_table or table_name) != table_name or new_size != size:
+        nav(**who, level="records", table=new_table or table_name, size=new_size, page=1)
+        st.rerun()
+    page_no = max(1, _int(qp.get("page"), 1))
+    page: views.RecordsPage = ctx.view("records", ctx.path, table=table_name, page=page_no - 1, page_size=size, **who)
+    st.caption(
+        f"{TABLES[table_name]}: {page.total:,} records · page {page.page + 1} of {page.pages} · "
+        f"read from the {'DuckDB store' if page.backend == 'store' else 'bundle'}"
+        + (" · `attributed_cost` is what each record contributed to this figure" if table_name != "requests" else "")
+    )
+    if page.total == 0:
+        st.info(f"No {TABLES[table_name].lower()} behind this figure.")
+    else:
+        common.table(page.rows, f"records_{table_name}_{page.page}_{nonce}",
+                     name=f"{table_name}-{label}-page{page.page + 1}")
+    prev_col, next_col, _ = st.columns([1, 1, 6])
+    base = {**who, "level": "records", "table": table_name, "size": size}
+    prev_col.button("Previous", key=f"prev_{nonce}", disabled=page.page == 0, icon=":material/chevron_left:",
+                    on_click=nav, kwargs={**base, "page": page.page})
+    next_col.button("Next", key=f"next_{nonce}", disabled=page.page + 1 >= page.pages,
+                    icon=":material/chevron_right:", on_click=nav, kwargs={**base, "page": page.page + 2})

@@ -1,0 +1,302 @@
+"""The dashboard in headless Chromium (Debian's /usr/bin/chromium, never a Playwright download)
+against one `streamlit run` server per session on a free port, reading a DuckDB store of the
+sample fleet. Screenshots of each page go to test-output/screenshots/."""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.dashboard_support import CHROMIUM, EVIL_TENANT, PAGES, ROOT, make_store, write_html_bundle
+
+pytestmark = pytest.mark.browser
+
+SHOTS = ROOT / "test-output" / "screenshots"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync"]
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    if not Path(CHROMIUM).is_file():
+        msg = f"Debian's Chromium is missing at {CHROMIUM} (make chromium)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(msg)
+        pytest.skip(msg)
+    return CHROMIUM
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def data(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("dashboard")
+    return {"store": make_store(root / "store"), "evil": write_html_bundle(root / "evil"), "root": root}
+
+
+@pytest.fixture(scope="session")
+def server(chromium, data) -> str:
+    """One `streamlit run app.py` for the whole session; stopped after it."""
+    port = _free_port()
+    env = dict(os.environ, AILEDGER_SOURCE=str(data["store"]), AILEDGER_UPLOAD_DIR=str(data["root"] / "uploads"),
+               AILEDGER_CHROMIUM=chromium)
+    log = open(data["root"] / "streamlit.log", "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port), "--server.headless", "true",
+         "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
+         "--server.fileWatcherType", "none"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                log.flush()
+                pytest.fail("streamlit did not start:\n" + (data["root"] / "streamlit.log").read_text()[-3000:])
+            time.sleep(0.3)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+@pytest.fixture(scope="session")
+def browser(chromium):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=chromium, args=ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+    pg = context.new_page()
+    pg.dialogs = []  # any alert() would land here: names must never run as script
+    pg.on("dialog", lambda d: (pg.dialogs.append(d.message), d.dismiss()))
+    yield pg
+    context.close()
+
+
+def settle(pg, timeout: float = 90.0, quiet: float = 1.2) -> None:
+    """Wait until Streamlit has finished running the script (and any rerun it triggered): the app
+    reports `notRunning` continuously for `quiet` seconds and the page has its title."""
+    state = ("() => { const a = document.querySelector('[data-testid=\"stApp\"]');"
+             " return a ? a.getAttribute('data-test-script-state') : null }")
+    deadline = time.monotonic() + timeout
+    calm_since = None
+    while time.monotonic() < deadline:
+        ok = pg.evaluate(state) == "notRunning" and pg.locator("h1").count() > 0
+        now = time.monotonic()
+        if not ok:
+            calm_since = None
+        elif calm_since is None:
+            calm_since = now
+        elif now - calm_since >= quiet:
+            return
+        pg.wait_for_timeout(100)
+    raise AssertionError("Streamlit did not finish running in time")
+
+
+def charts_drawn(pg, timeout: float = 30_000) -> None:
+    """Wait until every Plotly chart on the page has drawn its SVG (the chart code loads lazily)."""
+    pg.wait_for_function(
+        "() => [...document.querySelectorAll('[data-testid=\"stPlotlyChart\"]')]"
+        ".every(c => c.querySelector('.main-svg'))",
+        timeout=timeout,
+    )
+
+
+def open_url(pg, url: str) -> None:
+    pg.goto(url)
+    pg.wait_for_selector('[data-testid="stApp"]')
+    settle(pg)
+
+
+def shot(pg, name: str) -> None:
+    """A screenshot of the whole page (the app scrolls inside its main block, so grow the viewport)."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    charts_drawn(pg)
+    height = pg.evaluate("() => { const m = document.querySelector('[data-testid=\"stMain\"]');"
+                         " return m ? m.scrollHeight : 1000 }")
+    pg.set_viewport_size({"width": 1400, "height": min(max(1000, height + 40), 8000)})
+    # Elements scrolled into view render lazily: wait for their placeholders to go.
+    pg.wait_for_function(
+        "() => !document.querySelector('[data-testid=\"stSkeleton\"], [data-testid=\"stSkeletonElement\"]')",
+        timeout=30_000,
+    )
+    charts_drawn(pg)
+    pg.wait_for_timeout(500)
+    pg.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+    pg.set_viewport_size({"width": 1400, "height": 1000})
+
+
+def no_exceptions(pg) -> None:
+    assert pg.locator('[data-testid="stException"]').count() == 0, pg.locator(
+        '[data-testid="stException"]').first.inner_text()
+
+
+def click_row(pg, table_index: int, row: int) -> None:
+    """Select a data row of the n-th st.dataframe by its row-marker cell (the grid is a canvas)."""
+    grid = pg.locator('[data-testid="stDataFrame"]').nth(table_index)
+    grid.scroll_into_view_if_needed()
+    box = grid.bounding_box()
+    pg.mouse.click(box["x"] + 16, box["y"] + 35 * (row + 1) + 17)
+
+
+def grid_cells(pg, table_index: int) -> list[str]:
+    """The cell texts of the n-th st.dataframe (its accessible table mirrors the visible rows)."""
+    grid = pg.locator('[data-testid="stDataFrame"]').nth(table_index)
+    return [t.strip() for t in grid.locator("table[role=grid] td").all_inner_texts()]
+
+
+# --------------------------------------------------------------------------------------------- tests
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_every_page_loads(server, page, name):
+    open_url(page, f"{server}/{'' if name == 'overview' else name}")
+    no_exceptions(page)
+    assert page.locator("h1").count() >= 1
+    if name != "scenario":
+        assert page.locator('[data-testid="stSidebar"]').get_by_text("Filters").count() == 1
+        page.wait_for_selector('[data-testid="stPlotlyChart"], [data-testid="stDataFrame"]', timeout=30_000)
+    shot(page, name)
+    assert not page.dialogs
+
+
+def test_rankings_drill_down_and_shareable_url(server, page, browser):
+    open_url(page, f"{server}/rankings")
+    click_row(page, 0, 0)  # the top tenant by cost
+    page.wait_for_url(re.compile(r"level=projects"))
+    settle(page)
+    no_exceptions(page)
+    assert page.get_by_role("heading", name="Projects of research").count() == 1
+    shot(page, "rankings-tenant")
+    click_row(page, 0, 0)  # its top project
+    page.wait_for_url(re.compile(r"level=project&"))
+    settle(page)
+    no_exceptions(page)
+    page.get_by_role("button", name=re.compile("^Raw records")).click()
+    page.wait_for_url(re.compile(r"level=records"))
+    settle(page)
+    no_exceptions(page)
+    assert page.get_by_text("read from the DuckDB store").count() == 1
+    cells = grid_cells(page, 0)
+    assert any(c.startswith("alloc-") for c in cells)
+    shot(page, "rankings-records")
+    # The URL alone reopens the same records, in a fresh browser session.
+    url = page.url
+    other = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+    try:
+        open_url(other, url)
+        no_exceptions(other)
+        assert grid_cells(other, 0) == cells
+        assert other.get_by_role("heading", name=re.compile("^Raw records")).count() == 1
+    finally:
+        other.context.close()
+    # The breadcrumb goes back to the top.
+    page.get_by_role("button", name="All owners").click()
+    page.wait_for_url(re.compile(r"level=tenants"))
+    settle(page)
+    no_exceptions(page)
+
+
+def test_idle_page_lists_causes(server, page):
+    from cost_engine import api
+    from cost_engine.report import build_report
+
+    open_url(page, f"{server}/idle")
+    no_exceptions(page)
+    causes = {r["cause"] for r in build_report(api.run(ROOT / "sample_data" / "fleet-week"))["idle"]}
+    pills = page.locator('[data-testid="stButtonGroup"]').last
+    text = pills.inner_text()
+    for cause in causes:
+        assert cause in text
+    pills.get_by_text(re.compile("^underutilized")).click()
+    page.wait_for_url(re.compile(r"cause=underutilized"))
+    settle(page)
+    no_exceptions(page)
+    assert page.get_by_role("heading", name=re.compile("^Behind underutilized")).count() == 1
+    assert page.get_by_role("heading", name="Card telemetry").count() == 1
+    shot(page, "idle-cause")
+
+
+def test_chart_png_download(server, page):
+    open_url(page, server)
+    with page.expect_download(timeout=120_000) as info:
+        page.get_by_role("button", name=re.compile("PNG")).first.click()
+    data = Path(info.value.path()).read_bytes()
+    assert data.startswith(PNG_MAGIC) and len(data) > 5000
+    assert info.value.suggested_filename.endswith(".png")
+
+
+def test_review_pack_download(server, page):
+    from cost_engine.exporters.review_pack import REVIEW_PACK_FILES
+
+    open_url(page, server)
+    with page.expect_download(timeout=180_000) as info:
+        page.get_by_role("button", name=re.compile("Download the review pack")).click()
+    z = zipfile.ZipFile(io.BytesIO(Path(info.value.path()).read_bytes()))
+    assert sorted(z.namelist()) == sorted(REVIEW_PACK_FILES)
+    assert z.read("charts/trend.png").startswith(PNG_MAGIC)
+    assert "research" in z.read("tables/by_tenant.csv").decode()
+
+
+def test_html_in_names_shows_as_text(server, page, data):
+    open_url(page, f"{server}/data")
+    page.get_by_label("Path to a bundle folder or an ailedger .duckdb store").fill(str(data["evil"]))
+    page.locator('[data-testid="stForm"]').get_by_role("button", name="Open", exact=True).click()
+    settle(page)
+    no_exceptions(page)
+    # Same session: follow the app's own navigation to the rankings.
+    page.locator('[data-testid="stSidebarNav"]').get_by_text("Rankings").click()
+    settle(page)
+    no_exceptions(page)
+    assert page.get_by_text(EVIL_TENANT).count() >= 1  # the chart's axis label, as text
+    click_row(page, 0, 0)
+    page.wait_for_url(re.compile(r"level=projects"))
+    settle(page)
+    no_exceptions(page)
+    assert page.get_by_role("heading", name=f"Projects of {EVIL_TENANT}").count() == 1
+    assert page.get_by_role("button", name=f"tenant {EVIL_TENANT}").count() == 1
+    shot(page, "rankings-html-names")
+    # Nothing was interpreted: no dialog, no injected element, no script carrying the payload.
+    assert not page.dialogs
+    assert page.locator("b", has_text="bold-project").count() == 0
+    assert page.locator("img[src=x]").count() == 0
+    assert not page.evaluate("() => [...document.scripts].some(s => s.textContent.includes('alert(1)'))")
+    for name in ("unit_economics", "idle"):
+        page.locator('[data-testid="stSidebarNav"]').get_by_text(name.replace("_", " ").capitalize()).click()
+        settle(page)
+        no_exceptions(page)
+        assert not page.dialogs and page.locator("img[src=x]").count() == 0
