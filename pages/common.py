@@ -24,7 +24,7 @@ import plotly.graph_objects as go
 import polars as pl
 import streamlit as st
 
-from cost_engine import api, exporters, views
+from cost_engine import access, api, exporters, views
 from cost_engine.config import BOUNDARY_PRESETS, Config, ConfigError, load_config
 from cost_engine.engine import Computation
 from cost_engine.report import build_report
@@ -86,8 +86,74 @@ def file_config(path: str) -> Config:
 
 
 @st.cache_resource(show_spinner="Computing the ledger…", max_entries=6)
-def _computation(path: str, version: str, config_json: str) -> Computation:
+def _full_computation(path: str, version: str, config_json: str) -> Computation:
     return api.run(path, config=Config.model_validate_json(config_json))
+
+
+@st.cache_resource(show_spinner=False, max_entries=24)
+def _computation(path: str, version: str, config_json: str) -> Computation:
+    """The computation as the signed-in user may see it.
+
+    `version` is `view_version()`: the data version plus the user's scope, so every cache keyed
+    by it (views, report, exports) is per scope too and no user ever gets another's rows.
+    """
+    data_v, _, scope_key = version.partition("|")
+    return access.scope(_full_computation(path, data_v, config_json), _principal_from_key(scope_key))
+
+
+# ------------------------------------------------------------------------------------- access
+
+
+@st.cache_resource(show_spinner=False)
+def access_config(path: str | None) -> access.AccessConfig:
+    return access.load_access(path)
+
+
+def current_principal() -> access.Principal:
+    """Who is looking, from the access config (AILEDGER_ACCESS): nobody configured = local admin.
+
+    mode "header": a reverse proxy authenticated the user and sets the user and groups headers.
+    mode "oidc": Streamlit's own login (st.login) with the provider in .streamlit/secrets.toml.
+    A user with no grant is stopped here, before any figure is computed.
+    """
+    cfg = access_config(os.environ.get("AILEDGER_ACCESS"))
+    user, groups = None, []
+    if cfg.mode == "header":
+        headers = st.context.headers
+        user = headers.get(cfg.user_header)
+        groups = [g.strip() for g in (headers.get(cfg.groups_header) or "").split(",") if g.strip()]
+    elif cfg.mode == "oidc":
+        if not st.user.is_logged_in:
+            st.title("ailedger")
+            st.button("Log in", on_click=st.login, type="primary")
+            st.stop()
+        user = st.user.get("email") or st.user.get("sub")
+        groups = list(st.user.get("groups") or [])
+    try:
+        return access.principal_for(cfg, user, groups)
+    except access.AccessError as exc:
+        st.error(f"No access: {exc}")
+        st.stop()
+        raise  # st.stop() raises; this keeps type checkers honest
+
+
+def scope_key(principal: access.Principal) -> str:
+    return "*" if principal.is_admin else json.dumps(sorted(principal.tenants or ()))
+
+
+def _principal_from_key(key: str) -> access.Principal:
+    if key in ("", "*"):
+        return access.Principal("admin", None)
+    return access.Principal("scoped", frozenset(json.loads(key)))
+
+
+def is_admin() -> bool:
+    return current_principal().is_admin
+
+
+def view_version(path: str) -> str:
+    """The cache key of what this user sees: data version | scope."""
+    return data_version(path) + "|" + scope_key(current_principal())
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
@@ -115,13 +181,13 @@ def computation(config: Config | None = None) -> Computation:
     """The computation of the open source under a config (default: the source's own)."""
     path = source_path()
     cfg = config or file_config(path)
-    return _computation(path, data_version(path), cfg.model_dump_json())
+    return _computation(path, view_version(path), cfg.model_dump_json())
 
 
 def report(config: Config | None = None) -> dict:
     path = source_path()
     cfg = config or file_config(path)
-    return _report(path, data_version(path), cfg.model_dump_json())
+    return _report(path, view_version(path), cfg.model_dump_json())
 
 
 # ------------------------------------------------------------------------------------- context
@@ -261,7 +327,7 @@ def context() -> Ctx:
     """The page context from the sidebar's state (defaults when a page runs on its own)."""
     through_router()
     path = source_path()
-    version = data_version(path)
+    version = view_version(path)
     try:
         base = _base(path, version)
     except ConfigError as exc:
@@ -285,7 +351,7 @@ def context() -> Ctx:
 def sidebar() -> Ctx | None:
     """The sidebar every page shares: source, period, boundary and the four filters."""
     path = source_path()
-    version = data_version(path)
+    version = view_version(path)
     try:
         base = _base(path, version)
         comp = _computation(path, version, base.model_dump_json())

@@ -14,11 +14,15 @@ from pages import common
 ctx = common.context()
 common.header(ctx, "Data")
 ss = st.session_state
+if not common.is_admin():
+    # Sources, uploads, rejected rows and the alias table are fleet-wide: administrators only.
+    st.info("The Data page is for administrators: it shows and changes fleet-wide data.")
+    st.stop()
 
 # ---- source -------------------------------------------------------------------------------
 st.subheader("Source")
 kind = "DuckDB store" if ctx.is_store else "bundle folder"
-st.markdown(f"Open: **{common.md(ctx.path)}** ({kind}, data version {ctx.version})")
+st.markdown(f"Open: **{common.md(ctx.path)}** ({kind}, data version {ctx.version.partition('|')[0]})")
 if ss.get(common.SOURCE_KEY):
     st.button("Back to the default source", on_click=lambda: ss.pop(common.SOURCE_KEY, None), key="reset_source")
 

@@ -3,6 +3,7 @@ owner and model names carry HTML (to prove they are shown as text)."""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from pathlib import Path
 
@@ -90,3 +91,53 @@ def make_store(folder: Path, bundle_dir: Path = SAMPLE) -> Path:
     if cfg.exists():
         db.with_suffix(".toml").write_text(cfg.read_text(encoding="utf-8"), encoding="utf-8")
     return db
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def streamlit_server(env_extra: dict[str, str], log_path: Path):
+    """`streamlit run app.py` on a free loopback port; yields its URL, stops it after."""
+    import os
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    port = free_port()
+    env = dict(os.environ, **env_extra)
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port), "--server.headless",
+             "true", "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
+             "--server.fileWatcherType", "none"],
+            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+        )
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 90
+            while True:
+                try:
+                    with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                        if r.status == 200:
+                            break
+                except OSError:
+                    pass
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    log.flush()
+                    raise RuntimeError("streamlit did not start:\n" + Path(log_path).read_text()[-3000:])
+                time.sleep(0.3)
+            yield url
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()

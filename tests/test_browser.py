@@ -7,17 +7,21 @@ from __future__ import annotations
 import io
 import os
 import re
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from tests.dashboard_support import CHROMIUM, EVIL_TENANT, PAGES, ROOT, make_store, write_html_bundle
+from tests.dashboard_support import (
+    CHROMIUM,
+    EVIL_TENANT,
+    PAGES,
+    ROOT,
+    make_store,
+    streamlit_server,
+    write_html_bundle,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -37,12 +41,6 @@ def chromium() -> str:
     return CHROMIUM
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="session")
 def data(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("dashboard")
@@ -52,39 +50,13 @@ def data(tmp_path_factory) -> dict[str, Path]:
 @pytest.fixture(scope="session")
 def server(chromium, data) -> str:
     """One `streamlit run app.py` for the whole session; stopped after it."""
-    port = _free_port()
-    env = dict(os.environ, AILEDGER_SOURCE=str(data["store"]), AILEDGER_UPLOAD_DIR=str(data["root"] / "uploads"),
-               AILEDGER_CHROMIUM=chromium)
-    log = open(data["root"] / "streamlit.log", "w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port), "--server.headless", "true",
-         "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
-         "--server.fileWatcherType", "none"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
+    env = {"AILEDGER_SOURCE": str(data["store"]), "AILEDGER_UPLOAD_DIR": str(data["root"] / "uploads"),
+           "AILEDGER_CHROMIUM": chromium}
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                log.flush()
-                pytest.fail("streamlit did not start:\n" + (data["root"] / "streamlit.log").read_text()[-3000:])
-            time.sleep(0.3)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+        with streamlit_server(env, data["root"] / "streamlit.log") as url:
+            yield url
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
 
 
 @pytest.fixture(scope="session")
