@@ -343,7 +343,7 @@ def tokens_per_joule(frame: pl.DataFrame) -> go.Figure:
 
 
 def unit_costs(frame: pl.DataFrame, target: float | None = None, currency: str = "USD") -> go.Figure:
-    """$/1M tokens per model (all, input incl. cached, output, good) against a target."""
+    """$/1M tokens per model (all, uncached input, cached input, output, good) against a target."""
     title = f"Cost per 1M tokens by model ({currency})"
     if frame.height == 0:
         return _empty(title, "no model served tokens in this selection")
@@ -351,7 +351,8 @@ def unit_costs(frame: pl.DataFrame, target: float | None = None, currency: str =
     fig = go.Figure()
     for col, name, color in (
         ("cost_per_million_tokens", "all tokens", COST_COLOR),
-        ("cost_per_million_input_tokens", "input (incl. cached)", "#4cc9f0"),
+        ("cost_per_million_uncached_input_tokens", "input", "#4cc9f0"),
+        ("cost_per_million_cached_input_tokens", "cached input", "#90e0ef"),
         ("cost_per_million_output_tokens", "output", "#f72585"),
         ("cost_per_million_good_tokens", "good tokens", HOURS_COLOR),
     ):

@@ -197,6 +197,7 @@ def build_report(comp: Computation) -> dict:
     by_model = comp.models.select(
         "model", "cost", "allocated_gpu_hours", "active_gpu_hours", *TOKEN_COLS, "requests", "good_tokens",
         "cost_per_million_tokens", "cost_per_million_input_tokens", "cost_per_million_output_tokens",
+        "cost_per_million_uncached_input_tokens", "cost_per_million_cached_input_tokens",
         "cost_per_million_good_tokens", "output_tokens_per_joule", "output_tokens_per_joule_facility",
         "energy_kwh_gpu", "energy_kwh_facility", "carbon_kg", "avg_power_w_per_gpu", "cache_hit_rate",
         "slo_attainment", "error_share",

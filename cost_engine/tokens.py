@@ -130,12 +130,21 @@ def model_table(
     tokens_all = in_tok + pl.col("output_tokens")
     per_m = lambda num, den: pl.when(den > 0).then(num / den * 1e6).otherwise(None)  # noqa: E731
     t = t.with_columns(input_share.fill_nan(0.0).fill_null(0.0).alias("input_cost_share"))
+    # Within the input cost, cached tokens carry their weight relative to uncached ones.
+    cached_w = w.cached_input * pl.col("cached_input_tokens")
+    t = t.with_columns(
+        pl.when(weights_in > 0).then(cached_w / weights_in).otherwise(0.0).alias("_cached_part")
+    )
     t = t.with_columns(
         per_m(pl.col("cost"), tokens_all).alias("cost_per_million_tokens"),
         per_m(pl.col("cost") * pl.col("input_cost_share"), in_tok).alias("cost_per_million_input_tokens"),
         per_m(pl.col("cost") * (1 - pl.col("input_cost_share")), pl.col("output_tokens")).alias(
             "cost_per_million_output_tokens"
         ),
+        per_m(pl.col("cost") * pl.col("input_cost_share") * (1 - pl.col("_cached_part")), pl.col("input_tokens"))
+        .alias("cost_per_million_uncached_input_tokens"),
+        per_m(pl.col("cost") * pl.col("input_cost_share") * pl.col("_cached_part"), pl.col("cached_input_tokens"))
+        .alias("cost_per_million_cached_input_tokens"),
         per_m(pl.col("cost"), pl.col("good_tokens")).alias("cost_per_million_good_tokens"),
         pl.when(pl.col("joules") > 0).then(pl.col("output_tokens") / pl.col("joules")).alias("output_tokens_per_joule"),
         pl.when(pl.col("joules") > 0)
@@ -150,7 +159,7 @@ def model_table(
     if no_alloc.height:
         gaps.append(("model without serving allocations", "requests for models no inference allocation serves: "
                      + ", ".join(no_alloc["model"].to_list())))
-    out = t.drop("all_phase", "prefill_ms", "decode_ms", "_held_s").sort("cost", "model", descending=[True, False])
+    out = t.drop("all_phase", "prefill_ms", "decode_ms", "_held_s", "_cached_part").sort("cost", "model", descending=[True, False])
     return out, gaps
 
 

@@ -819,7 +819,8 @@ def unit_economics(comp: Computation, filters: Filters | None = None, target: fl
     all_tok = pl.sum_horizontal(*TOKEN_COLS)
     t = m.select(
         "model", "cost", "requests", *TOKEN_COLS, "good_tokens",
-        "cost_per_million_tokens", "cost_per_million_input_tokens", "cost_per_million_output_tokens",
+        "cost_per_million_tokens", "cost_per_million_input_tokens", "cost_per_million_uncached_input_tokens",
+        "cost_per_million_cached_input_tokens", "cost_per_million_output_tokens",
         "cost_per_million_good_tokens", "slo_attainment", "cache_hit_rate", "error_share",
         pl.when(all_tok > 0).then(pl.col("input_tokens") / all_tok).alias("input_share"),
         pl.when(all_tok > 0).then(pl.col("cached_input_tokens") / all_tok).alias("cached_share"),

@@ -1,4 +1,4 @@
-"""Unit economics: $/1M input, output and good tokens per model against a target, SLO
+"""Unit economics: $/1M input, cached input, output and good tokens per model against a target, SLO
 attainment, cache hit rate and the input/output mix."""
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ with left:
 with right:
     st.caption(
         "`vs_target` = model cost per 1M tokens / target (below 1 meets it). Input cost is the model cost times the "
-        "prefill share of its phase time (or the token weights) and is divided by input + cached tokens."
+        "prefill share of its phase time (or the token weights); within it, cached tokens carry their "
+        "token weight relative to uncached ones, so input and cached input each get their own $/1M."
     )
     common.table(frame, "unit_economics", name="unit-economics")

@@ -148,6 +148,10 @@ def test_phase_time_split():
     assert m["cost_per_million_input_tokens"] == pytest.approx(1200.0)
     assert m["cost_per_million_output_tokens"] == pytest.approx(36000.0)
     assert m["cost_per_million_tokens"] == pytest.approx(24 / 5500 * 1e6)
+    # Within the $6 of input: uncached 4000 x 1.0 vs cached 1000 x 0.1 -> $6 x 4000/4100 = $5.8537
+    # over 4000 tokens ($1463.41 per M); $6 x 100/4100 = $0.1463 over 1000 cached ($146.34 per M).
+    assert m["cost_per_million_uncached_input_tokens"] == pytest.approx(6 * 4000 / 4100 / 4000 * 1e6)
+    assert m["cost_per_million_cached_input_tokens"] == pytest.approx(6 * 100 / 4100 / 1000 * 1e6)
 
 
 def test_weights_split_and_fallback_gap():
