@@ -6,7 +6,7 @@ DB      ?= data/ailedger.duckdb
 BUNDLE  ?= sample_data/fleet-week
 PORT    ?= 8501
 
-.PHONY: setup test-setup run test bench chromium clean
+.PHONY: setup test-setup run test bench chromium java clean
 
 $(BIN)/ailedger: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -20,7 +20,7 @@ $(VENV)/.test-extras: $(BIN)/ailedger
 	$(BIN)/python -m pip install --quiet -e '.[test,export]'
 	touch $@
 
-test-setup: $(VENV)/.test-extras chromium
+test-setup: $(VENV)/.test-extras chromium java
 
 # Debian's Chromium for the browser tests (never a browser download of Playwright's own).
 chromium:
@@ -28,6 +28,14 @@ chromium:
 	  echo "installing Debian's chromium"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; \
+	fi
+
+# A Java runtime for the Spark rollup test (tests/test_rollup.py, marked slow).
+java:
+	@if ! command -v java >/dev/null 2>&1; then \
+	  echo "installing Debian's default-jre-headless"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq default-jre-headless >/dev/null; \
 	fi
 
 run: setup
@@ -39,6 +47,7 @@ test: test-setup
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 bench: setup
+	$(BIN)/python -m pip install --quiet -e '.[bench]'
 	$(BIN)/python benchmarks/run.py
 
 clean:
