@@ -48,43 +48,48 @@ def pieces(samples: pl.DataFrame, intervals: pl.DataFrame) -> pl.DataFrame:
     cost is linear in the telemetry (sorted as-of joins, no range join over all pairs).
     """
     iv = intervals.select("e_idx", "gpu_id", "t0", "t1").sort("gpu_id", "t0")
-    s = samples.sort("gpu_id", "ts").with_row_index("sample_idx")
-    s = s.join_asof(
-        iv.select("gpu_id", pl.col("t0").alias("ts"), pl.col("e_idx").alias("e_a")),
+    # sample_intervals returns samples sorted by (gpu_id, ts): no re-sort needed.
+    s = samples.join_asof(
+        iv.select("gpu_id", pl.col("t0").alias("ts"), pl.col("e_idx").alias("e_a"), pl.col("t1").alias("a_t1")),
         on="ts",
         by="gpu_id",
         strategy="backward",
-        check_sortedness=False,  # both sides are sorted by (gpu_id, time) just above
+        check_sortedness=False,  # both sides are sorted by (gpu_id, time)
     )
-    # The interval that holds the last instant of the sample.
-    s = s.with_columns((pl.col("t_end") - pl.duration(microseconds=1)).alias("t_last")).sort("gpu_id", "t_last")
-    s = s.join_asof(
+    # The common case: the sample lies wholly inside the interval holding its start.
+    inside = pl.col("e_a").is_not_null() & (pl.col("t_end") <= pl.col("a_t1"))
+    simple = s.filter(inside).select(
+        pl.exclude("e_a", "a_t1"), pl.col("e_a").alias("e_idx"), pl.col("dt_s").alias("ov_s"), pl.lit(1.0).alias("frac")
+    )
+    # The rest straddles an edge (or starts before the card's first interval, or in a hole):
+    # find the interval holding its last instant and expand the range between.
+    rest = s.filter(~inside).drop("a_t1")
+    if rest.height == 0:
+        return simple
+    rest = rest.with_columns((pl.col("t_end") - pl.duration(microseconds=1)).alias("t_last")).sort("gpu_id", "t_last")
+    rest = rest.join_asof(
         iv.select("gpu_id", pl.col("t0").alias("t_last"), pl.col("e_idx").alias("e_b")),
         on="t_last",
         by="gpu_id",
         strategy="backward",
-        check_sortedness=False,  # both sides are sorted by (gpu_id, time) just above
+        check_sortedness=False,  # sorted just above
     )
-    # A sample starting before the card's first interval starts at that first interval.
     firsts = iv.group_by("gpu_id").agg(pl.col("e_idx").min().alias("e_min"))
-    s = (
-        s.drop_nulls("e_b")
+    spread = (
+        rest.drop_nulls("e_b")
         .join(firsts, on="gpu_id", how="left")
         .with_columns(pl.coalesce("e_a", "e_min").alias("e_a"))
-        .drop("e_min", "t_last")
-    )
-    simple = s.filter(pl.col("e_a") == pl.col("e_b")).rename({"e_a": "e_idx"}).drop("e_b")
-    spread = (
-        s.filter(pl.col("e_a") != pl.col("e_b"))
         .with_columns(pl.int_ranges("e_a", pl.col("e_b") + 1).alias("e_idx"))
         .explode("e_idx")
-        .drop("e_a", "e_b")
+        .drop("e_a", "e_b", "e_min", "t_last")
+        .join(iv.select("e_idx", "t0", "t1"), on="e_idx")
+        .with_columns(seconds(pl.min_horizontal("t_end", "t1") - pl.max_horizontal("ts", "t0")).alias("ov_s"))
+        .filter(pl.col("ov_s") > 0)
+        .with_columns((pl.col("ov_s") / pl.col("dt_s")).alias("frac"))
+        .drop("t0", "t1")
     )
-    both = pl.concat([simple, spread.select(simple.columns)])
-    both = both.join(iv.select("e_idx", "t0", "t1"), on="e_idx").with_columns(
-        seconds(pl.min_horizontal("t_end", "t1") - pl.max_horizontal("ts", "t0")).alias("ov_s")
-    )
-    return both.filter(pl.col("ov_s") > 0).with_columns((pl.col("ov_s") / pl.col("dt_s")).alias("frac"))
+    return pl.concat([simple, spread.select(simple.columns)])
+
 
 
 def interval_activity(
@@ -126,11 +131,15 @@ def _oversized(p: pl.DataFrame, busy: pl.Expr, jobs: pl.DataFrame | None) -> pl.
         return empty
     jp = p.select("e_idx", "gpu_id", "ts", "ov_s", "joules", "frac", busy.alias("busy")).join(jobs, on="e_idx")
     jp = jp.with_columns(pl.col("ts").dt.truncate("1m").alias("minute"))
-    busy_minutes = (
-        jp.filter(pl.col("busy") > 0).group_by("job_id", "minute").agg(pl.col("gpu_id").unique().alias("busy_cards"))
+    # Per (job, minute): how many cards were busy, and whether this card was one of them.
+    card_busy = jp.group_by("job_id", "minute", "gpu_id").agg((pl.col("busy") > 0).any().alias("self_busy"))
+    n_busy = card_busy.group_by("job_id", "minute").agg(pl.col("self_busy").sum().alias("n_busy"))
+    idle = (
+        jp.filter(pl.col("busy") < 1)
+        .join(card_busy, on=["job_id", "minute", "gpu_id"])
+        .join(n_busy, on=["job_id", "minute"])
+        .filter(pl.col("n_busy") - pl.col("self_busy").cast(pl.UInt32) > 0)
     )
-    idle = jp.filter(pl.col("busy") < 1).join(busy_minutes, on=["job_id", "minute"])
-    idle = idle.filter(pl.col("busy_cards").list.set_difference(pl.concat_list("gpu_id")).list.len() > 0)
     return idle.group_by("e_idx", "job_id").agg(
         (pl.col("ov_s") * (1 - pl.col("busy"))).sum().alias("over_s"),
         (pl.col("joules").fill_null(0.0) * pl.col("frac") * (1 - pl.col("busy"))).sum().alias("over_j"),

@@ -3,6 +3,11 @@
 Every format is first read into a frame of raw columns (strings, or already-typed Parquet
 columns) with a `_row` column; one shared, vectorised validation pipeline then parses,
 checks and deduplicates it, so all three formats accept and reject exactly the same rows.
+
+Large CSV files (`STREAM_MIN_BYTES` and up) are not loaded whole: they are parsed and
+validated batch by batch, and the valid rows are spilled to Arrow files that the returned
+frame memory-maps (see `_stream_csv`), so the memory of reading stays bounded whatever the
+file size. Both paths give the same rows, rejections and notes.
 """
 
 from __future__ import annotations
@@ -11,11 +16,17 @@ import gzip
 import io
 import json
 import math
+import os
+import shutil
+import tempfile
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import polars as pl
+import pyarrow as pa
+import pyarrow.ipc as pa_ipc
 
 from .config import Config
 from .contract import (
@@ -59,6 +70,18 @@ _ISO_NAIVE = "%Y-%m-%dT%H:%M:%S%.f"
 _EPOCH_RE = r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$"
 # Epoch seconds beyond this (year ~5138) are almost surely milliseconds or nanoseconds.
 _MAX_EPOCH_S = 1e11
+# Numbers beyond this (a quadrillion dollars, tokens or watts) are no measurement; accepting
+# them would let sums overflow (tokens are int64) or reach inf (two amounts of 1e308), and the
+# reconciliation could no longer balance. Such values are rejected as too large.
+_MAX_MAGNITUDE = 1e15
+
+# Streaming of large CSV files (module attributes so tests can force the streaming path).
+STREAM_MIN_BYTES = 32 * 2**20  # plain CSV files this big (gzip: compressed size x 8) are streamed
+STREAM_BATCH_BYTES = 4 * 2**20  # CSV text per chunk; validating it takes some 20x that in memory
+# costs stay in memory: currency conversion notes are per table, and cost files are small.
+_NOT_STREAMED = frozenset({"costs"})
+_HASH = "__key_hash__"  # key hash of a spilled row, to find duplicates across batches
+_HASH_BUCKETS = 32  # duplicate keys are searched bucket by bucket of key hashes
 
 # Magic bytes of files that are not CSV text, so a mis-named file fails with a useful message.
 _BINARY_MAGIC = {
@@ -103,6 +126,7 @@ class _RawFile:
     frame: pl.DataFrame  # input columns (strings or typed Parquet columns) plus ROW
     rejected: pl.DataFrame  # rows the reader itself could not parse (JSONL lines)
     empty: bool  # no data rows at all (0 bytes, header only, blank lines only)
+    blank_rows: tuple[int, ...] = ()  # CSV rows with every field empty, skipped (and noted)
 
 
 # --------------------------------------------------------------------------- bundle folder
@@ -126,12 +150,17 @@ def read_bundle(path: str | Path, config: Config | None = None) -> Bundle:
         if file is None:
             tables[table] = empty(table)
             continue
-        raw = _read_raw(file)
-        if raw.empty and raw.rejected.height == 0:
-            notes.append(("empty file", file.name))
-        valid, rej = validate_frame(table, raw.frame, config, file.name, notes=notes)
+        if _streams(table, file):
+            valid, rej = _stream_csv(table, file, config, notes)
+        else:
+            raw = _read_raw(file)
+            if raw.empty and raw.rejected.height == 0:
+                notes.append(("empty file", file.name))
+            _note_blank_rows(notes, file.name, raw.blank_rows)
+            valid, rej = validate_frame(table, raw.frame, config, file.name, notes=notes)
+            rej = pl.concat([raw.rejected, rej]).sort("row")
         tables[table] = valid
-        rejected.append(pl.concat([raw.rejected, rej]).sort("row"))
+        rejected.append(rej)
     all_rejected = pl.concat(rejected) if rejected else pl.DataFrame(schema=REJECTIONS_SCHEMA)
     return Bundle(tables=tables, rejected=all_rejected, present=frozenset(files), notes=notes)
 
@@ -174,7 +203,7 @@ def _read_raw(path: Path) -> _RawFile:
     """Read one bundle file into raw columns plus ROW, whatever its format."""
     reader = {"csv": _read_csv, "parquet": _read_parquet, "jsonl": _read_jsonl}[_format_of(path)]
     raw = reader(path)
-    return _RawFile(_tidy_header(raw.frame, path.name), raw.rejected, raw.empty)
+    return _RawFile(_tidy_header(raw.frame, path.name), raw.rejected, raw.empty, raw.blank_rows)
 
 
 def _no_rejections() -> pl.DataFrame:
@@ -248,10 +277,95 @@ def _read_csv(path: Path) -> _RawFile:
     except pl.exceptions.NoDataError:
         return _empty_raw()
     except Exception as exc:  # polars raises several error types for malformed text
-        raise BundleError(f"{path.name}: cannot parse as CSV: {_first_line(exc)}") from None
+        source = data if data is not None else path
+        _check_csv_header(source, path.name)  # a bad header explains more than a bad row
+        raise _csv_error(path.name, exc, source) from None
     _reserve_row(frame.columns[1:], path.name)
-    frame = frame.with_columns(pl.col(ROW).cast(pl.Int64))
-    return _RawFile(frame, _no_rejections(), frame.height == 0)
+    frame, blank = _drop_blank_rows(frame.with_columns(pl.col(ROW).cast(pl.Int64)))
+    return _RawFile(frame, _no_rejections(), frame.height == 0, blank)
+
+
+def _check_csv_header(source: bytes | Path, name: str) -> None:
+    """Raise the header's own problem (reserved or repeated name, missing required column), if any.
+
+    Both CSV readers judge the header before the rows, so the same file fails the same way.
+    """
+    try:
+        text = io.BytesIO(source) if isinstance(source, bytes) else source
+        header = pl.read_csv(text, n_rows=0, infer_schema=False)
+    except Exception:
+        return  # the header itself does not parse: the caller's error stands
+    _reserve_row(header.columns, name)
+    table = _table_of(name)
+    if table is not None:
+        _check_columns(table, _tidy_header(header, name), name)
+
+
+def _drop_blank_rows(frame: pl.DataFrame) -> tuple[pl.DataFrame, tuple[int, ...]]:
+    """CSV rows with every field empty (blank lines, a spreadsheet's trailing ',,,,') carry no record.
+
+    They are skipped rather than rejected field by field; read_bundle notes their numbers.
+    """
+    fields = [c for c in frame.columns if c != ROW]
+    if not fields or frame.height == 0:
+        return frame, ()
+    blank = pl.all_horizontal(pl.col(c).is_null() | (pl.col(c).str.strip_chars() == "") for c in fields)
+    rows = frame.filter(blank)[ROW]
+    if rows.len() == 0:
+        return frame, ()
+    return frame.filter(~blank), tuple(rows.to_list())
+
+
+def _note_blank_rows(notes: list[tuple[str, str]], name: str, rows: tuple[int, ...] | list[int]) -> None:
+    if not rows:
+        return
+    shown = ", ".join(str(r) for r in rows[:_MAX_ROWS_SHOWN])
+    more = f", ... {len(rows) - _MAX_ROWS_SHOWN} more" if len(rows) > _MAX_ROWS_SHOWN else ""
+    notes.append(("blank rows", f"{name}: {len(rows)} rows with every field empty skipped (rows {shown}{more})"))
+
+
+def _csv_error(
+    name: str, exc: Exception, source: bytes | Path, rows_before: int = 0, lines_before: int = 0
+) -> BundleError:
+    """A CSV that polars cannot parse; a row with more fields than the header is named by number.
+
+    `source` is the text polars read; `rows_before`/`lines_before` place a chunk in its file.
+    """
+    detail = _first_line(exc)
+    if "row_index" in detail and "already exists" in detail:
+        return BundleError(f"{name}: column name {ROW} is reserved for row numbers")
+    if "CSV malformed" in detail:  # polars' words for records it cannot split, e.g. an unclosed quote
+        return BundleError(f"{name}: cannot parse as CSV: malformed records (is a quote left open?)")
+    if "more fields" in detail:
+        found = _first_ragged_row(source)
+        if found is not None:
+            row, line, got, want = found
+            return BundleError(
+                f"{name}: cannot parse as CSV: data row {row + rows_before} (line {line + lines_before}) "
+                f"has {got} fields, the header has {want} (a comma inside a value needs quotes)"
+            )
+    return BundleError(f"{name}: cannot parse as CSV: {detail}")
+
+
+def _first_ragged_row(source: bytes | Path) -> tuple[int, int, int, int] | None:
+    """(data row, line, fields, header fields) of the first record longer than the header."""
+    import csv
+
+    try:
+        raw = io.BytesIO(source) if isinstance(source, bytes) else source.open("rb")
+        with io.TextIOWrapper(raw, encoding="utf-8-sig", errors="replace", newline="") as text:
+            reader = csv.reader(text, strict=False)
+            header = next(reader, None)
+            while header == []:  # empty lines before the header, which polars skips too
+                header = next(reader, None)
+            if header is None:
+                return None
+            for row, record in enumerate(reader, start=1):
+                if len(record) > len(header):
+                    return row, reader.line_num, len(record), len(header)
+    except (OSError, csv.Error):
+        return None
+    return None
 
 
 def _read_parquet(path: Path) -> _RawFile:
@@ -356,8 +470,13 @@ def _json_text(value: object) -> str | None:
 def _tidy_header(frame: pl.DataFrame, name: str) -> pl.DataFrame:
     """Strip whitespace/BOM from column names; duplicate names make the file ambiguous."""
     names = [c if c == ROW else c.strip().lstrip("\ufeff").strip() for c in frame.columns]
+    # polars names a repeated header name `<name>_duplicated_<n>`; a repeated empty name is
+    # just one more unnamed column
+    names = ["" if n.startswith("_duplicated_") else n for n in names]
     seen: set[str] = set()
     for original, clean in zip(frame.columns, names):
+        if clean == "":
+            continue
         base = clean.split("_duplicated_")[0] if "_duplicated_" in clean else None
         if clean in seen or (base is not None and base in seen):
             raise BundleError(f"{name}: column {base or clean} appears more than once among the column names")
@@ -374,6 +493,292 @@ def _reserve_row(columns: list[str], name: str) -> None:
 
 def _first_line(exc: Exception) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+# --------------------------------------------------------------------------- streaming large CSV
+
+
+def _streams(table: str, path: Path) -> bool:
+    """Whether a file is read batch by batch (big CSV) rather than whole."""
+    if table in _NOT_STREAMED or _format_of(path) != "csv":
+        return False
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return False
+    if path.name.endswith(".gz"):
+        size *= 8  # a rough inflation ratio for text
+    return size >= STREAM_MIN_BYTES
+
+
+def _stream_csv(
+    table: str, path: Path, config: Config, notes: list[tuple[str, str]]
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """validate_frame for a CSV file too big to hold as text: (valid rows, rejections).
+
+    The file is cut into chunks of about STREAM_BATCH_BYTES that end on a record boundary
+    (a newline outside quotes); each chunk, behind the header line, is parsed by polars and
+    goes through the same `_checked` pipeline a whole file would. Valid rows are written to
+    uncompressed Arrow IPC files in a private temporary folder and come back memory-mapped
+    (zero-copy), so the returned frame lives in the page cache, not in process memory; the
+    files are unlinked at once (the mapping keeps them readable on POSIX). Duplicate keys
+    across chunks are found through key hashes spilled in buckets; only rows whose key hash
+    repeats are then deduplicated in memory, exactly as `_dedupe` does for a whole file.
+    Rejections (usually few) are kept in memory.
+    """
+    # Spill to disk, not to a RAM-backed /tmp (tmpfs): AILEDGER_SPILL_DIR picks the folder.
+    spill = Path(tempfile.mkdtemp(prefix="ailedger-read-", dir=os.environ.get("AILEDGER_SPILL_DIR") or None))
+    chunks: _CsvChunks | None = None
+    try:
+        source = _inflate(path, spill) if path.name.endswith(".gz") else path
+        head = _head(source)
+        _check_text(head, path.name)
+        if _is_blank(head) and _blank_file(source):  # no header at all, as _read_csv sees it
+            notes.append(("empty file", path.name))
+            return validate_frame(table, pl.DataFrame(schema={ROW: pl.Int64}), config, path.name)
+        chunks = _CsvChunks(source, path.name)
+        try:
+            header = chunks.parse(b"", 0)
+        except pl.exceptions.NoDataError:
+            notes.append(("empty file", path.name))
+            return validate_frame(table, pl.DataFrame(schema={ROW: pl.Int64}), config, path.name)
+        _reserve_row(header.columns[1:], path.name)
+        header = _tidy_header(header, path.name).with_columns(pl.col(ROW).cast(pl.Int64))
+        if header.width == 1:  # no named column: an empty file unless some row has a value
+            blank = []
+            for batch in chunks:
+                batch, skipped = _drop_blank_rows(batch)
+                blank += skipped
+                if batch.height:
+                    _check_columns(table, header, path.name)  # raises: required columns missing
+            notes.append(("empty file", path.name))
+            _note_blank_rows(notes, path.name, blank)
+            return validate_frame(table, pl.DataFrame(schema={ROW: pl.Int64}), config, path.name)
+        _check_columns(table, header, path.name)
+
+        names = [c.name for c in TABLES[table]]
+        extras = [c for c in header.columns if c != ROW and c not in names]
+        key = list(RECORD_KEYS.get(table, ())) or names
+        template, _ = _checked(table, header, config)  # the schema of valid rows
+        buckets = _HashBuckets(spill)
+        parts: list[pl.DataFrame] = []
+        bad: list[pl.DataFrame] = []
+        blank: list[int] = []
+        rows_in = 0
+        try:
+            for number, batch in enumerate(chunks):
+                batch = _tidy_header(batch, path.name).with_columns(pl.col(ROW).cast(pl.Int64))
+                batch, skipped = _drop_blank_rows(batch)
+                blank += skipped
+                rows_in += batch.height
+                good, rejected = _checked(table, batch, config)
+                bad.append(rejected)
+                if good.height:
+                    good = good.with_columns(pl.struct(key).hash().alias(_HASH))
+                    buckets.add(good[_HASH])
+                    parts.append(_spill(good, spill / f"part-{number:06d}.arrow"))
+        finally:
+            buckets.close()
+        if rows_in == 0:
+            notes.append(("empty file", path.name))
+        _note_blank_rows(notes, path.name, blank)
+
+        conflicts = pl.DataFrame(schema={"row": pl.Int64, "reason": pl.String})
+        repeated = buckets.repeated()
+        if repeated.len():
+            suspects = pl.concat([p.filter(pl.col(_HASH).is_in(repeated.implode())) for p in parts])
+            kept, conflicts, dropped = _dedupe(table, suspects.drop(_HASH), names)
+            removed = suspects[ROW].filter(~suspects[ROW].is_in(kept[ROW].implode()))
+            if dropped:
+                notes.append(("duplicate rows", f"{table}: {dropped} identical duplicate rows counted once"))
+            parts = [_without_rows(p, removed, spill / f"kept-{i:06d}.arrow") for i, p in enumerate(parts)]
+
+        good_all = pl.concat(parts, rechunk=False) if parts else template
+        rejected_all = pl.concat([*bad, conflicts]).sort("row").select(
+            pl.lit(table, pl.String).alias("table"), "row", "reason", pl.lit(path.name, pl.String).alias("file")
+        )
+        valid = _finish(table, good_all.drop(_HASH, strict=False), extras, config, notes)
+        return valid, rejected_all.cast(dict(REJECTIONS_SCHEMA))
+    finally:
+        if chunks is not None:
+            chunks.close()
+        # Mapped parts stay readable after their files are unlinked (POSIX); where the platform
+        # refuses (Windows), the folder is left for the temp cleaner.
+        shutil.rmtree(spill, ignore_errors=True)
+
+
+class _CsvChunks:
+    """A CSV file as polars frames of whole records, about STREAM_BATCH_BYTES of text each.
+
+    A chunk ends at a newline outside quotes: the number of quote characters before it, from
+    the start of the chunk (always a record start), is even. `""` inside a quoted value counts
+    twice, so it never flips the parity. Every chunk is parsed behind the header line, so the
+    columns are the header's and row numbers continue across chunks (ROW is 1-based over the
+    data rows, as for a whole file).
+    """
+
+    def __init__(self, source: Path, name: str) -> None:
+        self.name = name
+        self.file = source.open("rb")
+        self.buffer = b""
+        self.eof = False
+        self.rows = 0  # data rows parsed so far
+        self.lines = 0  # lines before the current chunk, not counting the header line
+        first = self._next_chunk(header=True)
+        # polars skips empty lines before the header (after a BOM); so do the chunks
+        while first is not None and _strip_bom(first) in (b"\n", b"\r\n"):
+            self.lines += 1
+            first = self._next_chunk(header=True)
+        self.header = first or b""
+
+    def close(self) -> None:
+        self.file.close()
+
+    def _next_chunk(self, header: bool = False) -> bytes | None:
+        """The next run of whole records (only the first record, for the header); None at the end."""
+        want = 1 if header else max(1, STREAM_BATCH_BYTES)
+        while True:
+            if self.eof or len(self.buffer) >= want:
+                cut = self._cut(self.buffer, first_only=header)
+                if cut is None and self.eof:
+                    cut = len(self.buffer)  # the last record may lack its newline
+                if cut is not None:
+                    chunk, self.buffer = self.buffer[:cut], self.buffer[cut:]
+                    return chunk or None
+                want = len(self.buffer) + 1  # a record longer than a chunk: read on
+            more = self.file.read(max(want - len(self.buffer), 2**16))
+            if more:
+                self.buffer += more
+            else:
+                self.eof = True
+
+    @staticmethod
+    def _cut(data: bytes, *, first_only: bool) -> int | None:
+        """Offset just past the last (or first) newline outside quotes; None when there is none."""
+        if first_only:
+            pos, quotes = data.find(b"\n"), 0
+            while pos != -1:
+                quotes = data.count(b'"', 0, pos)
+                if quotes % 2 == 0:
+                    return pos + 1
+                pos = data.find(b"\n", pos + 1)
+            return None
+        pos = data.rfind(b"\n")
+        if pos == -1:
+            return None
+        quotes = data.count(b'"', 0, pos)
+        while quotes % 2:
+            prev = data.rfind(b"\n", 0, pos)
+            if prev == -1:
+                return None
+            quotes -= data.count(b'"', prev, pos)
+            pos = prev
+        return pos + 1
+
+    def parse(self, chunk: bytes, row_offset: int) -> pl.DataFrame:
+        """A chunk of records behind the header, as text columns plus ROW."""
+        text = self.header + chunk
+        if not self.header.endswith(b"\n") and chunk:
+            text = self.header + b"\n" + chunk
+        try:
+            return pl.read_csv(
+                io.BytesIO(text),
+                infer_schema=False,
+                row_index_name=ROW,
+                row_index_offset=row_offset + 1,
+                truncate_ragged_lines=False,
+            )
+        except pl.exceptions.NoDataError:
+            raise
+        except Exception as exc:  # polars raises several error types for malformed text
+            raise _csv_error(self.name, exc, text, self.rows, self.lines) from None
+
+    def __iter__(self) -> Iterator[pl.DataFrame]:
+        while (chunk := self._next_chunk()) is not None:
+            frame = self.parse(chunk, self.rows)
+            self.rows += frame.height
+            self.lines += chunk.count(b"\n")
+            yield frame
+
+
+def _blank_file(path: Path) -> bool:
+    """Only whitespace (and a BOM), read a block at a time."""
+    with path.open("rb") as fh:
+        first = True
+        while block := fh.read(2**20):
+            if (_strip_bom(block) if first else block).strip():
+                return False
+            first = False
+    return True
+
+
+def _inflate(path: Path, folder: Path) -> Path:
+    """A .gz file inflated into folder in chunks (never whole in memory)."""
+    target = folder / path.name[: -len(".gz")]
+    try:
+        with gzip.open(path, "rb") as src, target.open("wb") as dst:
+            shutil.copyfileobj(src, dst, 4 * 2**20)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise BundleError(f"{path.name}: cannot read: {exc}") from None
+    return target
+
+
+def _spill(frame: pl.DataFrame, path: Path) -> pl.DataFrame:
+    """Write a frame to an uncompressed Arrow IPC file and hand it back memory-mapped."""
+    table = frame.to_arrow(compat_level=pl.CompatLevel.newest())
+    with pa.OSFile(str(path), "wb") as sink, pa_ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table)
+    with pa.memory_map(str(path), "r") as source:
+        mapped = pa_ipc.open_file(source).read_all()
+    out = pl.from_arrow(mapped, rechunk=False)
+    assert isinstance(out, pl.DataFrame)
+    return out
+
+
+def _without_rows(part: pl.DataFrame, rows: pl.Series, path: Path) -> pl.DataFrame:
+    """The part without the given rows (re-spilled only when it had any)."""
+    drop = pl.col(ROW).is_in(rows.implode())
+    if not part.select(drop.any()).item():
+        return part
+    return _spill(part.filter(~drop), path)
+
+
+class _HashBuckets:
+    """Key hashes of every valid row, spilled to one file per bucket (hash modulo the bucket count).
+
+    `repeated()` reads one bucket at a time, so finding the hashes that occur more than once
+    needs memory for 1/_HASH_BUCKETS of the rows only.
+    """
+
+    _SCHEMA = pa.schema([("h", pa.uint64())])
+
+    def __init__(self, folder: Path) -> None:
+        self.paths = [folder / f"hashes-{b:02d}.arrows" for b in range(_HASH_BUCKETS)]
+        self.files = [pa.OSFile(str(p), "wb") for p in self.paths]
+        self.writers = [pa_ipc.new_stream(f, self._SCHEMA) for f in self.files]
+
+    def add(self, hashes: pl.Series) -> None:
+        frame = pl.DataFrame({"h": hashes}).with_columns((pl.col("h") % _HASH_BUCKETS).alias("b"))
+        for (bucket,), part in frame.partition_by("b", as_dict=True).items():
+            batch = pa.record_batch([part["h"].to_arrow()], schema=self._SCHEMA)
+            self.writers[int(bucket)].write_batch(batch)
+
+    def close(self) -> None:
+        for writer, file in zip(self.writers, self.files):
+            if not file.closed:
+                writer.close()
+                file.close()
+
+    def repeated(self) -> pl.Series:
+        found = []
+        for path in self.paths:
+            with pa.memory_map(str(path), "r") as source:
+                hashes = pl.from_arrow(pa_ipc.open_stream(source).read_all())
+            assert isinstance(hashes, pl.DataFrame)
+            # Sorting needs one copy of the bucket; a hash table for is_duplicated needs several.
+            ordered = hashes["h"].sort()
+            found.append(ordered.filter(ordered == ordered.shift(1)).unique())
+        return pl.concat(found) if found else pl.Series("h", [], pl.UInt64)
 
 
 # --------------------------------------------------------------------------- shared validation
@@ -437,7 +842,16 @@ def _check_columns(table: str, raw: pl.DataFrame, file: str) -> None:
     missing = [c.name for c in TABLES[table] if c.required and c.name not in raw.columns]
     if missing:
         cols = ", ".join(missing)
-        raise BundleError(f"{file}: required column{'s' if len(missing) > 1 else ''} {cols} missing ({table})")
+        hint = ""
+        names = [c for c in raw.columns if c != ROW]
+        if len(names) == 1:  # one column: the header was not split at commas
+            for sep, label in ((";", "';'"), ("\t", "tab"), ("|", "'|'")):
+                if sep in names[0]:
+                    hint = f"; the header looks {label}-separated, the contract wants ','"
+                    break
+        raise BundleError(
+            f"{file}: required column{'s' if len(missing) > 1 else ''} {cols} missing ({table}){hint}"
+        )
 
 
 @dataclass(frozen=True)
@@ -553,10 +967,19 @@ def _as_float(clean: pl.Expr, dtype: pl.DataType) -> pl.Expr:
     return pl.lit(None, pl.Float64)  # a datetime where a number belongs
 
 
+def _too_large(name: str, clean: pl.Expr, number: pl.Expr) -> _Problem:
+    return _Problem(
+        number.is_finite() & (number.abs() > _MAX_MAGNITUDE),
+        pl.format(f"{name} {{}} is too large (above {_MAX_MAGNITUDE:.0e})", _shown(clean)),
+    )
+
+
 def _parse_float(name: str, clean: pl.Expr, dtype: pl.DataType) -> tuple[pl.Expr, list[_Problem]]:
     number = _as_float(clean, dtype)
-    # NaN/inf rows are rejected here; nulling them keeps range rules from judging them again.
-    return pl.when(number.is_finite()).then(number), _numeric_problems(name, clean, number)
+    # NaN/inf and absurd magnitudes are rejected here; nulling them keeps range rules from
+    # judging them again.
+    ok = number.is_finite() & (number.abs() <= _MAX_MAGNITUDE)
+    return pl.when(ok).then(number), [*_numeric_problems(name, clean, number), _too_large(name, clean, number)]
 
 
 def _parse_int(name: str, clean: pl.Expr, dtype: pl.DataType) -> tuple[pl.Expr, list[_Problem]]:
@@ -565,10 +988,15 @@ def _parse_int(name: str, clean: pl.Expr, dtype: pl.DataType) -> tuple[pl.Expr, 
     exact = clean.cast(pl.Int64, strict=False) if dtype == pl.String or dtype.is_integer() else None
     integral = number.is_finite() & (number == number.floor()) & (number.abs() < 2.0**63)
     from_float = pl.when(integral).then(number.cast(pl.Int64, strict=False))
-    value = pl.coalesce(exact, from_float) if exact is not None else from_float
-    problems = _numeric_problems(name, clean, number)
+    whole = pl.coalesce(exact, from_float) if exact is not None else from_float
+    big = number.abs() > _MAX_MAGNITUDE
+    value = pl.when(~big & (whole.abs() <= int(_MAX_MAGNITUDE))).then(whole)
+    problems = [*_numeric_problems(name, clean, number), _too_large(name, clean, number)]
     problems.append(
-        _Problem(number.is_finite() & value.is_null(), pl.format(f"{name} is not an integer: '{{}}'", _shown(clean)))
+        _Problem(
+            number.is_finite() & ~big & whole.is_null(),
+            pl.format(f"{name} is not an integer: '{{}}'", _shown(clean)),
+        )
     )
     return value, problems
 

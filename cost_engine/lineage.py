@@ -93,7 +93,10 @@ def _cost_contributions(comp: Computation, money: pl.DataFrame) -> pl.DataFrame:
     parts = []
     if seg_money.height and comp.cost_rates.height:
         sm = seg_money.group_by("s_idx", "category").agg(pl.col("amount").sum())
-        q = comp.seg.select("s_idx", "pool", "slot", *SEGMENT_DRIVERS.values())
+        # Only the entity's segments: the re-split stays proportional to the figure, not the fleet.
+        q = comp.seg.select("s_idx", "pool", "slot", *SEGMENT_DRIVERS.values()).join(
+            sm.select("s_idx").unique(), on="s_idx", how="semi"
+        )
         rates = comp.cost_rates.with_columns(pl.int_ranges("k0", pl.col("k1") + 1).alias("slot")).explode("slot")
         j = sm.join(q, on="s_idx")
         j = pl.concat(

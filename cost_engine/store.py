@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import getpass
 import json
+import os
+import random
 import re
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -28,16 +32,31 @@ from .contract import RECORD_KEYS, REJECTED_SCHEMA, TABLE_NAMES, TABLES, empty, 
 #   _ingest_id    BIGINT       ingests.id of that ingest
 # and five store tables:
 #   meta(key, value)                                   schema_version, hash_version, store_id, created_at
-#   ingests(id, ingested_at, replace, source, rows_in, inserted, unchanged, replaced, rejected, notes, tables)
+#   ingests(id, ingested_at, replace, source, rows_in, inserted, unchanged, replaced, rejected, notes, tables,
+#           user)                                      user: who ingested (schema version 2)
 #   rejected("table", "row", reason, file, ingest_id, seq)   the bundles' rejections, deduplicated
 #   notes(what, detail, ingest_id, seq)                      the bundles' notes, deduplicated
 #   present_tables("table", ingest_id)                       tables some ingested bundle had
+#
+# Concurrency: DuckDB lets one process hold a file for writing, or any number of processes
+# hold it read-only, never both; the loser gets "Could not set lock" (and a second connection
+# with other settings inside one process gets "different configuration"). Every connection
+# here is opened through _open, which waits for the other side with capped exponential
+# backoff instead of failing: READ_WAIT_S for readers, WRITE_WAIT_S for ingests. A reader's
+# connection sees one committed state for its whole life, so a read sees the store before
+# or after an ingest, never half of one. See docs/store.md.
 # ---------------------------------------------------------------------------------------------
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 # Version of the content-hash formula; a change to _hash_expr needs a migration that rehashes.
 HASH_VERSION = 1
 DEFAULT_BATCH_ROWS = 1_000_000
+# How long a reader (load_bundle, data_version, query_records, ...) or an ingest waits for a
+# store another connection holds, before StoreBusy.
+READ_WAIT_S = float(os.environ.get("AILEDGER_STORE_READ_WAIT_S", "120"))
+WRITE_WAIT_S = float(os.environ.get("AILEDGER_STORE_WRITE_WAIT_S", "600"))
+_FIRST_DELAY_S = 0.005
+_MAX_DELAY_S = 0.25
 
 STORE_TABLES = ("meta", "ingests", "rejected", "notes", "present_tables")
 assert not set(STORE_TABLES) & set(TABLE_NAMES), "a contract table collides with a store table"
@@ -48,7 +67,8 @@ _STORE_DDL = {
     "meta": "key VARCHAR PRIMARY KEY, value VARCHAR",
     "ingests": (
         'id BIGINT PRIMARY KEY, ingested_at TIMESTAMPTZ, "replace" BOOLEAN, source VARCHAR, rows_in BIGINT, '
-        "inserted BIGINT, unchanged BIGINT, replaced BIGINT, rejected BIGINT, notes BIGINT, tables VARCHAR"
+        'inserted BIGINT, unchanged BIGINT, replaced BIGINT, rejected BIGINT, notes BIGINT, tables VARCHAR, '
+        '"user" VARCHAR'
     ),
     "rejected": '"table" VARCHAR, "row" BIGINT, reason VARCHAR, file VARCHAR, ingest_id BIGINT, seq BIGINT',
     "notes": "what VARCHAR, detail VARCHAR, ingest_id BIGINT, seq BIGINT",
@@ -70,11 +90,22 @@ Migration = Callable[[duckdb.DuckDBPyConnection], None]
 #
 # New nullable contract columns need no migration: _ensure_schema adds them, and the content
 # hash skips NULL columns, so the rows already stored keep their hashes.
-MIGRATIONS: dict[int, Migration] = {}
+
+
+def _migrate_1_to_2(con: duckdb.DuckDBPyConnection) -> None:
+    """v2: ingests.user records who ran each ingest (NULL for the ingests before v2)."""
+    con.execute('ALTER TABLE ingests ADD COLUMN IF NOT EXISTS "user" VARCHAR')
+
+
+MIGRATIONS: dict[int, Migration] = {1: _migrate_1_to_2}
 
 
 class StoreError(ValueError):
     """The path is not a usable store (not one, or written by a newer version)."""
+
+
+class StoreBusy(StoreError):
+    """Another connection held the store for longer than this one would wait."""
 
 
 class StoreConflict(ValueError):
@@ -253,19 +284,56 @@ def _frame(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None, t
 # ---------------------------------------------------------------------------------------------
 
 
+def _is_lock_conflict(exc: Exception) -> bool:
+    text = str(exc).lower()
+    return "could not set lock" in text or "conflicting lock" in text or "different configuration" in text
+
+
+def _open(path: Path, *, read_only: bool) -> duckdb.DuckDBPyConnection:
+    """A connection, time zone UTC, once no other connection holds the file the conflicting way.
+
+    Waits with capped exponential backoff (with jitter, so waiting readers and writers do not
+    move in step) for up to READ_WAIT_S or WRITE_WAIT_S; then StoreBusy.
+    """
+    wait = READ_WAIT_S if read_only else WRITE_WAIT_S
+    deadline = time.monotonic() + wait
+    delay = _FIRST_DELAY_S
+    while True:
+        try:
+            return _session(duckdb.connect(str(path), read_only=read_only))
+        except (duckdb.IOException, duckdb.ConnectionException) as exc:
+            if not _is_lock_conflict(exc):
+                raise
+            left = deadline - time.monotonic()
+            if left <= 0:
+                what = "read" if read_only else "write"
+                raise StoreBusy(
+                    f"{path}: could not open the store to {what} within {wait:g} s: "
+                    f"another connection holds it ({_first_line(exc)})"
+                ) from None
+            time.sleep(min(left, delay * random.uniform(0.5, 1.0)))
+            delay = min(delay * 2, _MAX_DELAY_S)
+
+
+def _first_line(exc: Exception) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
 @contextlib.contextmanager
 def connect(db_path: str | Path, *, read_only: bool = True) -> Iterator[duckdb.DuckDBPyConnection]:
     """An open store connection, time zone UTC.
 
     Read-only refuses a path that is not a store; for write the schema is created or migrated
-    (committed) before the connection is handed out.
+    (committed) before the connection is handed out. While another process writes the store
+    (or reads it, for a write connection), this waits (see _open); the connection then holds
+    the store until the block ends, so keep such blocks short.
     """
     path = Path(db_path)
     if read_only and not _looks_like_duckdb(path):
         raise StoreError(f"{path} is not an ailedger store")
     if not read_only and _looks_like_foreign(path):
         raise StoreError(f"{path} exists and is not an ailedger store")
-    con = _session(duckdb.connect(str(path), read_only=read_only))
+    con = _open(path, read_only=read_only)
     try:
         if read_only:
             if not _has_meta(con):
@@ -534,6 +602,7 @@ def ingest(
     progress: ProgressFn | None = None,
     source: str | None = None,
     batch_rows: int = DEFAULT_BATCH_ROWS,
+    user: str | None = None,
 ) -> IngestResult:
     """Add a bundle to the store (created on first use) in one transaction.
 
@@ -541,7 +610,8 @@ def ingest(
     different content is a conflict: the whole ingest is refused with StoreConflict, unless
     `replace`, which overwrites those records. Any failure leaves the store as it was.
     `progress(table, done_rows, total_rows)` is called after each batch of `batch_rows` rows.
-    `source` (e.g. the bundle path) goes into the ingests log.
+    `source` (e.g. the bundle path) and `user` (default: the OS account running this) go into
+    the ingests log. While readers hold the store, the ingest waits for them (see _open).
     """
     if batch_rows < 1:
         raise ValueError("batch_rows must be positive")
@@ -550,11 +620,13 @@ def ingest(
         raise StoreError(f"{path} exists and is not an ailedger store")
     created = not path.exists()
     ok = False
-    con = _session(duckdb.connect(str(path)))
+    if user is None:
+        user = _os_user()
+    con = _open(path, read_only=False)
     try:
         con.execute("BEGIN TRANSACTION")
         try:
-            result = _ingest_in_transaction(con, bundle, replace, progress, source, batch_rows)
+            result = _ingest_in_transaction(con, bundle, replace, progress, source, batch_rows, user)
             con.execute("COMMIT")
             ok = True
             return result
@@ -568,6 +640,13 @@ def ingest(
                 leftover.unlink(missing_ok=True)
 
 
+def _os_user() -> str | None:
+    try:
+        return getpass.getuser()
+    except Exception:  # no login name (some containers): unknown
+        return None
+
+
 def _ingest_in_transaction(
     con: duckdb.DuckDBPyConnection,
     bundle: Bundle,
@@ -575,6 +654,7 @@ def _ingest_in_transaction(
     progress: ProgressFn | None,
     source: str | None,
     batch_rows: int,
+    user: str | None = None,
 ) -> IngestResult:
     _ensure_schema(con)
     migrate(con)
@@ -623,7 +703,8 @@ def _ingest_in_transaction(
         for t in todo
     }
     con.execute(
-        "INSERT INTO ingests VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        'INSERT INTO ingests (id, ingested_at, "replace", source, rows_in, inserted, unchanged, replaced, '
+        'rejected, notes, tables, "user") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
         [
             ingest_id,
             at,
@@ -636,6 +717,7 @@ def _ingest_in_transaction(
             result.rejected,
             result.notes,
             json.dumps(summary, sort_keys=True),
+            user,
         ],
     )
     return result

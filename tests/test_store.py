@@ -178,7 +178,7 @@ def test_round_trip_exact_frames_and_dtypes(db: Path) -> None:
     assert back["telemetry"]["ts"].dtype == pl.Datetime("us", "UTC")
     assert back["requests"]["input_tokens"].to_list() == [1200, 10]
     assert store.is_store(db)
-    assert store.schema_version(db) == 1
+    assert store.schema_version(db) == store.SCHEMA_VERSION
 
 
 def test_partial_bundle_leaves_other_tables_empty(db: Path) -> None:
@@ -468,23 +468,26 @@ def test_is_store(tmp_path: Path, db: Path) -> None:
 
 
 def test_migrations(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The migration machinery, with a made-up next step (the real 1 -> 2 step and a store
+    written by version 1: tests/test_store_trust.py)."""
     store.ingest(db, Bundle.from_frames({"owners": small_frames()["owners"]}))
+    current = store.SCHEMA_VERSION
     with store.connect(db, read_only=False) as con:
-        assert store.migrate(con) == 1
+        assert store.migrate(con) == current
 
     seen: list[int] = []
 
-    def v1_to_v2(con: duckdb.DuckDBPyConnection) -> None:
-        seen.append(1)
+    def next_step(con: duckdb.DuckDBPyConnection) -> None:
+        seen.append(current)
         con.execute('ALTER TABLE "owners" ADD COLUMN IF NOT EXISTS legacy VARCHAR')
 
-    monkeypatch.setattr(store, "SCHEMA_VERSION", 2)
-    monkeypatch.setattr(store, "MIGRATIONS", {1: v1_to_v2})
+    monkeypatch.setattr(store, "SCHEMA_VERSION", current + 1)
+    monkeypatch.setattr(store, "MIGRATIONS", {**store.MIGRATIONS, current: next_step})
     store.ingest(db, Bundle.from_frames({"aliases": small_frames()["aliases"]}))
-    assert seen == [1] and store.schema_version(db) == 2
+    assert seen == [current] and store.schema_version(db) == current + 1
     assert store.load_bundle(db)["owners"].height == 2
 
-    monkeypatch.setattr(store, "SCHEMA_VERSION", 1)  # older code, newer store
+    monkeypatch.setattr(store, "SCHEMA_VERSION", current)  # older code, newer store
     with pytest.raises(store.StoreError, match="newer"):
         store.ingest(db, Bundle.from_frames({}))
 
