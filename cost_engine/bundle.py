@@ -546,11 +546,17 @@ def _stream_csv(
         header = _tidy_header(header, path.name).with_columns(pl.col(ROW).cast(pl.Int64))
         if header.width == 1:  # no named column: an empty file unless some row has a value
             blank = []
-            for batch in chunks:
-                batch, skipped = _drop_blank_rows(batch)
-                blank += skipped
-                if batch.height:
-                    _check_columns(table, header, path.name)  # raises: required columns missing
+            try:
+                for batch in chunks:
+                    batch, skipped = _drop_blank_rows(batch)
+                    blank += skipped
+                    if batch.height:
+                        _check_columns(table, header, path.name)  # raises: required columns missing
+            except (BundleError, pl.exceptions.PolarsError):
+                # A row that does not even parse is still data under a header with no names:
+                # the missing columns are the problem, as the whole-file reader says.
+                _check_columns(table, header, path.name)
+                raise
             notes.append(("empty file", path.name))
             _note_blank_rows(notes, path.name, blank)
             return validate_frame(table, pl.DataFrame(schema={ROW: pl.Int64}), config, path.name)

@@ -84,7 +84,10 @@ def compute(bundle: Bundle, config: Config) -> Computation:
     for p in own.tenants_without_owner_row():
         gaps.append(("ownership", f"project {p!r} appears only in aliases; its tenant is unknown"))
 
-    cards, has_inventory = cards_frame(bundle["inventory"], bundle["allocations"], period)
+    cards, has_inventory = cards_frame(
+        bundle["inventory"], bundle["allocations"], period,
+        has_inventory="inventory" in bundle.present or bundle["inventory"].height > 0,
+    )
     if not has_inventory:
         gaps.append(("inventory", "no inventory table: available capacity, unallocated time and rates are unknown"))
     alloc = clip(bundle["allocations"], "start", "end", period.start, period.end)

@@ -82,13 +82,18 @@ def day_edges(period: Period) -> list[datetime]:
     return out
 
 
-def cards_frame(inventory: pl.DataFrame, allocations: pl.DataFrame, period: Period) -> tuple[pl.DataFrame, bool]:
+def cards_frame(
+    inventory: pl.DataFrame, allocations: pl.DataFrame, period: Period, has_inventory: bool | None = None
+) -> tuple[pl.DataFrame, bool]:
     """Cards with their in-service window clipped to the period.
 
     Without an inventory the cards are the ones allocations name, "in service" only while
-    allocated: available capacity is then unknown (a gap), never invented.
+    allocated: available capacity is then unknown (a gap), never invented. An inventory that
+    exists but holds no valid card is still an inventory: every allocation's card is unknown.
     """
-    if inventory.height:
+    if has_inventory is None:
+        has_inventory = inventory.height > 0
+    if has_inventory:
         cards = inventory.with_columns(
             pl.col("in_service_start").fill_null(pl.lit(period.start, dtype=TS)).alias("svc_start"),
             pl.col("in_service_end").fill_null(pl.lit(period.end, dtype=TS)).alias("svc_end"),
