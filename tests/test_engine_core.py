@@ -407,3 +407,18 @@ def test_daily_trend_spreads_costs_over_their_days():
     rep = run(b, cfg)
     assert [(t["day"], t["cost"]) for t in rep["trend"]] == [
         ("2026-10-01", pytest.approx(24.0 + 48.0)), ("2026-10-02", pytest.approx(24.0 + 48.0))]
+
+
+def test_an_empty_inventory_is_still_an_inventory():
+    """An inventory file whose rows were all rejected leaves no known card: every allocation's
+    card is unknown and rejected by name, and capacity is 0, not "unknown"."""
+    from cost_engine.bundle import Bundle
+    from cost_engine.contract import empty, make_frame
+
+    allocs = make_frame("allocations", [
+        {"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 2), "owner": "A"}])
+    b = Bundle.from_frames({"inventory": empty("inventory"), "allocations": allocs})
+    rep = run(b)
+    assert rep["totals"]["available_gpu_hours"] == 0.0
+    assert rep["totals"]["allocated_gpu_hours"] == 0.0
+    assert any("allocation a: gpu_id g0 is not in the inventory" in r["reason"] for r in rep["rejected"])
