@@ -289,13 +289,13 @@ def _is_lock_conflict(exc: Exception) -> bool:
     return "could not set lock" in text or "conflicting lock" in text or "different configuration" in text
 
 
-def _open(path: Path, *, read_only: bool) -> duckdb.DuckDBPyConnection:
+def _open(path: Path, *, read_only: bool, wait_s: float | None = None) -> duckdb.DuckDBPyConnection:
     """A connection, time zone UTC, once no other connection holds the file the conflicting way.
 
     Waits with capped exponential backoff (with jitter, so waiting readers and writers do not
     move in step) for up to READ_WAIT_S or WRITE_WAIT_S; then StoreBusy.
     """
-    wait = READ_WAIT_S if read_only else WRITE_WAIT_S
+    wait = wait_s if wait_s is not None else (READ_WAIT_S if read_only else WRITE_WAIT_S)
     deadline = time.monotonic() + wait
     delay = _FIRST_DELAY_S
     while True:
@@ -320,7 +320,9 @@ def _first_line(exc: Exception) -> str:
 
 
 @contextlib.contextmanager
-def connect(db_path: str | Path, *, read_only: bool = True) -> Iterator[duckdb.DuckDBPyConnection]:
+def connect(
+    db_path: str | Path, *, read_only: bool = True, wait_s: float | None = None
+) -> Iterator[duckdb.DuckDBPyConnection]:
     """An open store connection, time zone UTC.
 
     Read-only refuses a path that is not a store; for write the schema is created or migrated
@@ -333,7 +335,7 @@ def connect(db_path: str | Path, *, read_only: bool = True) -> Iterator[duckdb.D
         raise StoreError(f"{path} is not an ailedger store")
     if not read_only and _looks_like_foreign(path):
         raise StoreError(f"{path} exists and is not an ailedger store")
-    con = _open(path, read_only=read_only)
+    con = _open(path, read_only=read_only, wait_s=wait_s)
     try:
         if read_only:
             if not _has_meta(con):
@@ -439,9 +441,13 @@ def schema_version(db_path: str | Path) -> int:
         return int(_meta(con, "schema_version") or 0)
 
 
-def data_version(db_path: str | Path) -> str:
-    """A cheap token that changes whenever an ingest commits (store id, last ingest id, ingest count)."""
-    with connect(db_path) as con:
+def data_version(db_path: str | Path, *, wait_s: float | None = None) -> str:
+    """A cheap token that changes whenever an ingest commits (store id, last ingest id, ingest count).
+
+    `wait_s` bounds the wait for a writer's lock (StoreBusy after it): the dashboard asks with a
+    short wait and keeps serving its cached figures while an ingest runs.
+    """
+    with connect(db_path, wait_s=wait_s) as con:
         row = _one(con, "SELECT coalesce(max(id), 0), count(*) FROM ingests")
         assert row is not None
         return f"{_meta(con, 'store_id')}:{row[0]}:{row[1]}"

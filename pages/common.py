@@ -58,11 +58,17 @@ def data_version(path: str) -> str:
     p = Path(path)
     parts: list[str] = []
     if p.is_file() and store.is_store(p):
+        # While an ingest holds the store, keep serving the last version seen (its computation
+        # is cached): readers never see half a batch, and the page does not hang on the lock.
+        last_key = f"_ailedger_last_version:{p.resolve()}"
         try:
-            parts.append("store:" + store.data_version(p))
-        except Exception as exc:  # a store being written: fall back to the file's stamp
-            st_ = p.stat()
-            parts.append(f"store-busy:{st_.st_mtime_ns}:{st_.st_size}:{type(exc).__name__}")
+            version = store.data_version(p, wait_s=None if last_key not in st.session_state else 0.5)
+            st.session_state[last_key] = version
+        except store.StoreBusy:
+            if last_key not in st.session_state:
+                raise
+            version = st.session_state[last_key]
+        parts.append("store:" + version)
     elif p.is_dir():
         for f in sorted(p.iterdir()):
             if f.is_file():
