@@ -1122,6 +1122,7 @@ def _rules(table: str, config: Config) -> list[_Problem]:
             *map(_non_negative, ("input_tokens", "cached_input_tokens", "output_tokens")),
             _one_of("status", REQUEST_STATUSES),
             _Problem(pl.col("requests") < 1, pl.format("requests {} is below 1", _shown(_raw("requests")))),
+            _Problem(pl.col("attempt") < 1, pl.format("attempt {} is below 1", _shown(_raw("attempt")))),
             *_interval("ts", "end"),
             *map(_non_negative, ("ttft_ms", "latency_ms", "prefill_ms", "decode_ms")),
         ],

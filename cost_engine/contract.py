@@ -148,6 +148,8 @@ TABLES: dict[str, tuple[Column, ...]] = {
         # usage buckets: one row standing for many requests over [ts, end)
         _c("requests", I64, default=1),
         _c("end", TS),
+        # extension: 1 for a first try, 2.. for retries of the same call (for the retry share)
+        _c("attempt", I64),
     ),
     "costs": (
         _c("cost_id", STR, True),

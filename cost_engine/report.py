@@ -10,7 +10,7 @@ import polars as pl
 from . import idle
 from .contract import IDLE, UNATTRIBUTED
 from .engine import Computation
-from .tokens import TOKEN_COLS
+from .tokens import TOKEN_COLS, model_trend
 
 MEASURES = ("cost", "allocated_gpu_hours", "active_gpu_hours", "energy_kwh_gpu", *TOKEN_COLS)
 
@@ -116,6 +116,10 @@ def totals(comp: Computation) -> dict:
         "cost_per_million_tokens": _div(float(served["cost"].sum()) * 1e6, served_tokens),
         "cost_per_million_good_tokens": _div(float(served["cost"].sum()) * 1e6, served_good),
         "output_tokens_per_joule": _div(float(m["output_tokens"].filter(m["joules"] > 0).sum()), model_joules),
+        "output_tokens_per_joule_facility": _div(
+            float(m["output_tokens"].filter(m["joules"] > 0).sum()),
+            model_joules * comp.config.energy.server_overhead * comp.config.energy.pue,
+        ),
         "allocation_rate": _div(s["allocated"], available),
         "avg_power_w": _div(s["joules"], comp.period.hours * 3600),
         "carbon_kg": float(
@@ -199,8 +203,8 @@ def build_report(comp: Computation) -> dict:
         "cost_per_million_tokens", "cost_per_million_input_tokens", "cost_per_million_output_tokens",
         "cost_per_million_uncached_input_tokens", "cost_per_million_cached_input_tokens",
         "cost_per_million_good_tokens", "output_tokens_per_joule", "output_tokens_per_joule_facility",
-        "energy_kwh_gpu", "energy_kwh_facility", "carbon_kg", "avg_power_w_per_gpu", "cache_hit_rate",
-        "slo_attainment", "error_share",
+        "energy_kwh_gpu", "energy_kwh_facility", "energy_cost", "carbon_kg", "avg_power_w_per_gpu", "cache_hit_rate",
+        "slo_attainment", "error_share", "retry_share",
     )
     by_category = (
         comp.inputs.group_by("category").agg(pl.col("amount").sum().alias("cost")).sort(["cost", "category"],
@@ -234,4 +238,8 @@ def build_report(comp: Computation) -> dict:
             "inference_recharge": cfg.allocation.inference_recharge,
         },
         "trend": [{**r, "day": r["day"].isoformat()} for r in _rows(trend(comp))],
+        "model_trend": [
+            {**r, "day": r["day"].isoformat()}
+            for r in _rows(model_trend(comp.money_before_recharge, comp.seg, comp.requests))
+        ],
     }

@@ -82,7 +82,8 @@ def model_table(
     gaps: list[tuple[str, str]] = []
     serving = (pl.col("workload") == "inference") & pl.col("model").is_not_null()
     cost = money_before_recharge.filter(serving & (pl.col("dest") != IDLE)).group_by("model").agg(
-        pl.col("amount").sum().alias("cost")
+        pl.col("amount").sum().alias("cost"),
+        pl.col("amount").filter(pl.col("category") == "power").sum().alias("energy_cost"),
     )
     hours = seg.filter(serving).group_by("model").agg(
         pl.col("alloc_h").sum().alias("allocated_gpu_hours"),
@@ -102,15 +103,18 @@ def model_table(
         pl.col("tokens").filter(pl.col("good")).sum().alias("good_tokens"),
         pl.col("requests").filter(pl.col("good")).sum().alias("good_requests"),
         pl.col("requests").filter(pl.col("status") != "ok").sum().alias("failed_requests"),
+        pl.col("requests").filter(pl.col("attempt") > 1).sum().alias("retried_requests"),
+        pl.col("attempt").is_not_null().any().alias("has_attempts"),
         pl.col("prefill_ms").filter(has_phase).sum().alias("prefill_ms"),
         pl.col("decode_ms").filter(has_phase).sum().alias("decode_ms"),
         has_phase.all().alias("all_phase"),
     )
     t = cost.join(hours, on="model", how="full", coalesce=True).join(tok, on="model", how="full", coalesce=True)
     t = t.with_columns(
-        pl.col("cost", "allocated_gpu_hours", "active_gpu_hours", "joules", "energy_kwh_gpu", "energy_kwh_facility",
-               "carbon_kg", "_held_s").fill_null(0.0),
-        pl.col(*TOKEN_COLS, "requests", "good_tokens", "good_requests", "failed_requests").fill_null(0),
+        pl.col("cost", "energy_cost", "allocated_gpu_hours", "active_gpu_hours", "joules", "energy_kwh_gpu",
+               "energy_kwh_facility", "carbon_kg", "_held_s").fill_null(0.0),
+        pl.col(*TOKEN_COLS, "requests", "good_tokens", "good_requests", "failed_requests", "retried_requests")
+        .fill_null(0),
     )
     in_tok = pl.col("input_tokens") + pl.col("cached_input_tokens")
     weights_in = w.input * pl.col("input_tokens") + w.cached_input * pl.col("cached_input_tokens")
@@ -154,12 +158,18 @@ def model_table(
         pl.when(in_tok > 0).then(pl.col("cached_input_tokens") / in_tok).alias("cache_hit_rate"),
         pl.when(pl.col("requests") > 0).then(pl.col("good_requests") / pl.col("requests")).alias("slo_attainment"),
         pl.when(pl.col("requests") > 0).then(pl.col("failed_requests") / pl.col("requests")).alias("error_share"),
+        # Retries are known only where the source says which try a request was (`attempt`).
+        pl.when((pl.col("requests") > 0) & pl.col("has_attempts").fill_null(False))
+        .then(pl.col("retried_requests") / pl.col("requests"))
+        .alias("retry_share"),
     )
     no_alloc = t.filter((pl.col("allocated_gpu_hours") == 0) & (pl.col("requests") > 0))
     if no_alloc.height:
         gaps.append(("model without serving allocations", "requests for models no inference allocation serves: "
                      + ", ".join(no_alloc["model"].to_list())))
-    out = t.drop("all_phase", "prefill_ms", "decode_ms", "_held_s", "_cached_part").sort("cost", "model", descending=[True, False])
+    out = t.drop("all_phase", "prefill_ms", "decode_ms", "_held_s", "_cached_part", "has_attempts").sort(
+        "cost", "model", descending=[True, False]
+    )
     return out, gaps
 
 

@@ -173,6 +173,20 @@ def test_weights_split_and_fallback_gap():
     assert any(g["what"] == "phase time missing" for g in rep["gaps"])
 
 
+def test_retry_share_from_attempts_and_model_energy_cost():
+    """Four requests, one a second attempt: retry share 1/4. Without any `attempt` the share is
+    unknown (null), not 0. The model's energy cost: 1 kW for the whole day on its card = 24 kWh
+    GPU x 1.56 = 37.44 kWh facility x $0.12 = $4.4928."""
+    reqs = [dict(r, attempt=2 if r["request_id"] == "r4" else 1) for r in REQS]
+    tele = [{"ts": ts(1, 0), "gpu_id": "g0", "util_pct": 90.0, "power_w": 1000.0}]
+    cfg = make_config(activity={"max_sample_gap_s": 86400})
+    m = by(build_report(compute(served_model(reqs, telemetry=tele), cfg)), "by_model", "model")["m"]
+    assert m["retry_share"] == pytest.approx(0.25)
+    assert m["energy_cost"] == pytest.approx(24 * 1.56 * 0.12)
+    m = by(build_report(compute(served_model(REQS), make_config())), "by_model", "model")["m"]
+    assert m["retry_share"] is None
+
+
 def test_good_tokens_exclude_slo_miss_and_error():
     """Three requests on a $24 model: ok within SLO (100 tokens), ok but ttft 2500 ms > 2000 (200),
     error (300). Good tokens = 100 -> $24 / 100 x 1e6 = $240,000 per M good tokens.
