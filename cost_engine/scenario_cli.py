@@ -177,12 +177,23 @@ def _text_report(
     help=f"Sensitivity sweep (repeatable); PARAM alone uses default values. PARAM: {', '.join(sc_lib.SWEEP_PARAMETERS)}.",
 )
 @click.option("--break-even", "pairs", multiple=True, metavar="A,B", help="Break-even of two options (repeatable).")
-def scenario(file: Path, as_json: bool, sweeps: tuple[str, ...], pairs: tuple[str, ...]) -> None:
+@click.option("--calibrate", "calibrate_from", type=click.Path(exists=True, path_type=Path), metavar="SOURCE",
+              help="Fill throughput, utilization, power, prices and volumes from a bundle or store's measured figures.")
+def scenario(file: Path, as_json: bool, sweeps: tuple[str, ...], pairs: tuple[str, ...],
+             calibrate_from: Path | None = None) -> None:
     """Compare a workload's cost as a hosted API, rented, owned (new/secondary) or hybrid option."""
     try:
         sc = sc_lib.load_scenario(file)
     except sc_lib.ScenarioError as exc:
         raise click.ClickException(str(exc)) from None
+    provenance: dict[str, str] = {}
+    if calibrate_from is not None:
+        from .api import run
+        from .calibration import calibrate_from_report
+        from .report import build_report
+
+        sc, rows = calibrate_from_report(sc, build_report(run(calibrate_from)))
+        provenance = {r["field"]: f"{r['measured']} = {r['value']:.6g} <- {r['source']}" for r in rows}
     sweep_specs = [_parse_sweep(s, sc) for s in sweeps]
     pair_specs = [_parse_pair(p) for p in pairs]
     try:
@@ -199,9 +210,15 @@ def scenario(file: Path, as_json: bool, sweeps: tuple[str, ...], pairs: tuple[st
             "options": [r.model_dump(mode="json") for r in results],
             "sweeps": [{"parameter": p, "rows": df.to_dicts()} for p, df in sweep_frames],
             "break_even": [be.model_dump(mode="json") for be in evens],
+            "calibrated": provenance,
         }
         click.echo(json.dumps(doc, indent=2))
     else:
+        if provenance:
+            click.echo("calibrated from " + str(calibrate_from) + ":")
+            for field, line in provenance.items():
+                click.echo(f"  {field}: {line}")
+            click.echo("")
         click.echo(_text_report(sc, results, sweep_frames, evens))
 
 

@@ -31,7 +31,17 @@ try:
 except sl.ScenarioError as exc:
     st.error(str(exc))
     st.stop()
-tag = hashlib.sha1(text.encode("utf-8")).hexdigest()[:10]
+calibrated = st.toggle(
+    "Calibrate from my fleet",
+    help="Fill throughput, utilization, power, prices and monthly volumes from the open source's measured figures.",
+)
+if calibrated:
+    from cost_engine.calibration import calibrate_from_report
+
+    loaded, filled = calibrate_from_report(loaded, common.report())
+    st.caption("Measured figures used, and where each came from:")
+    st.dataframe(filled, hide_index=True)
+tag = hashlib.sha1((text + str(calibrated)).encode("utf-8")).hexdigest()[:10]
 
 # ---- Inputs ---------------------------------------------------------------
 st.subheader(f"Inputs: {loaded.name}")
