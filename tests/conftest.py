@@ -1,7 +1,9 @@
 """pytest set-up shared by every test module."""
 
 import os
+from pathlib import Path
 
+import pytest
 from hypothesis import settings
 
 # CI runs the same examples every time (a red CI run must mean a change broke something);
@@ -9,3 +11,30 @@ from hypothesis import settings
 settings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI") == "true":
     settings.load_profile("ci")
+
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync"]
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """Debian's Chromium; missing is a failure in CI and a skip elsewhere (never a download)."""
+    if not Path(CHROMIUM).is_file():
+        msg = f"Debian's Chromium is missing at {CHROMIUM} (make chromium)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(msg)
+        pytest.skip(msg)
+    return CHROMIUM
+
+
+@pytest.fixture(scope="session")
+def browser(chromium):
+    """One Playwright (sync API) per test process: two at once cannot share the event loop."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        yield b
+        b.close()

@@ -5,7 +5,6 @@ sample fleet. Screenshots of each page go to test-output/screenshots/."""
 from __future__ import annotations
 
 import io
-import os
 import re
 import time
 import zipfile
@@ -14,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from tests.dashboard_support import (
-    CHROMIUM,
     EVIL_TENANT,
     PAGES,
     ROOT,
@@ -26,19 +24,7 @@ from tests.dashboard_support import (
 pytestmark = pytest.mark.browser
 
 SHOTS = ROOT / "test-output" / "screenshots"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync"]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-
-
-@pytest.fixture(scope="session")
-def chromium() -> str:
-    if not Path(CHROMIUM).is_file():
-        msg = f"Debian's Chromium is missing at {CHROMIUM} (make chromium)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(msg)
-        pytest.skip(msg)
-    return CHROMIUM
 
 
 @pytest.fixture(scope="session")
@@ -57,16 +43,6 @@ def server(chromium, data) -> str:
             yield url
     except RuntimeError as exc:
         pytest.fail(str(exc))
-
-
-@pytest.fixture(scope="session")
-def browser(chromium):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=chromium, args=ARGS)
-        yield b
-        b.close()
 
 
 @pytest.fixture

@@ -3,17 +3,12 @@ person sees (two tenants and an admin), and another tenant's drill-down URL show
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 
-from tests.dashboard_support import CHROMIUM, make_store, streamlit_server
+from tests.dashboard_support import make_store, streamlit_server
 
 pytestmark = pytest.mark.browser
 
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync"]
 ACCESS = """
 mode = "header"
 user_header = "X-Forwarded-User"
@@ -27,27 +22,12 @@ groups_header = "X-Forwarded-Groups"
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    if not Path(CHROMIUM).is_file():
-        msg = f"Debian's Chromium is missing at {CHROMIUM} (make chromium)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(msg)
-        pytest.skip(msg)
+def server(chromium, tmp_path_factory):
     root = tmp_path_factory.mktemp("access")
     (root / "access.toml").write_text(ACCESS)
     env = {"AILEDGER_SOURCE": str(make_store(root / "store")), "AILEDGER_ACCESS": str(root / "access.toml")}
     with streamlit_server(env, root / "streamlit.log") as url:
         yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
 
 
 def page_as(browser, user: str | None, groups: str = ""):
