@@ -265,3 +265,58 @@ def _count_rows(path: Path) -> int:
 
 __all__ = ["UploadError", "Staged", "AliasSave", "safe_extract", "stage_upload", "check_source", "save_aliases",
            "max_upload_bytes", "upload_root"]
+
+
+@dataclass(frozen=True)
+class Imported:
+    """An import of uploaded source-system files: the result and where its records went."""
+
+    result: object  # importers.ImportResult
+    target: Path  # a new bundle folder, or the store the records were ingested into
+    into_store: bool
+
+
+def import_upload(
+    fmt: str,
+    files: list[tuple[str, bytes]],
+    config: Config | None = None,
+    *,
+    store_path: str | Path | None = None,
+    options=None,
+    root: Path | None = None,
+    max_bytes: int | None = None,
+) -> Imported:
+    """Run an importer (Slurm, DCGM, vLLM, LiteLLM, OpenAI, OTel) on uploaded files.
+
+    The records go into the open store (one ingest, conflicts refused) when `store_path` is
+    given, else into a new bundle folder under the upload root. Unmapped rows come back with
+    the result (file, row, reason) and travel with the records as rejections.
+    """
+    from . import store
+    from .importers import import_files, write_bundle
+
+    limit = max_upload_bytes() if max_bytes is None else max_bytes
+    if not files:
+        raise UploadError("nothing uploaded")
+    if sum(len(b) for _, b in files) > limit:
+        raise UploadError(f"the upload is over the limit of {limit:,} bytes")
+    dest = (root or upload_root()) / ("import-" + uuid.uuid4().hex[:12])
+    (dest / "files").mkdir(parents=True)
+    paths = []
+    for name, data in files:
+        if not name or "/" in name or "\\" in name or "\x00" in name or name.startswith("."):
+            raise UploadError(f"invalid file name {name!r} (a plain file name is expected)")
+        (dest / "files" / name).write_bytes(data)
+        paths.append(dest / "files" / name)
+    try:
+        result = import_files(fmt, paths, config, options=options)
+    except (ValueError, BundleError) as exc:
+        raise UploadError(str(exc)) from None
+    if store_path is not None:
+        try:
+            store.ingest(store_path, result.bundle())
+        except store.StoreConflict as exc:
+            raise UploadError(f"{exc} (nothing was written)") from None
+        return Imported(result=result, target=Path(store_path), into_store=True)
+    write_bundle(result, dest / "bundle", config)
+    return Imported(result=result, target=dest / "bundle", into_store=False)

@@ -26,7 +26,8 @@ st.markdown(f"Open: **{common.md(ctx.path)}** ({kind}, data version {ctx.version
 if ss.get(common.SOURCE_KEY):
     st.button("Back to the default source", on_click=lambda: ss.pop(common.SOURCE_KEY, None), key="reset_source")
 
-open_tab, upload_tab = st.tabs(["Open a folder or store", "Upload a bundle"])
+open_tab, upload_tab, import_tab = st.tabs(["Open a folder or store", "Upload a bundle",
+                                            "Import from a source system"])
 with open_tab:
     with st.form("open_source"):
         folder = st.text_input("Path to a bundle folder or an ailedger .duckdb store", key="open_path")
@@ -58,6 +59,32 @@ with upload_tab:
             st.rerun()
     if ss.get("upload_note"):
         st.success(ss.pop("upload_note"))
+with import_tab:
+    from cost_engine.importers import FORMATS
+
+    st.caption("Exports of a scheduler, a metrics stack or a gateway, converted to the contract's tables "
+               "(see docs/importers.md). Into the open store when it is one, else into a new bundle folder.")
+    fmt = st.selectbox("Format", sorted(FORMATS), key="import_format")
+    src_files = st.file_uploader("Files of that format", accept_multiple_files=True, key="import_files",
+                                 max_upload_size=int(max(1, uploads.max_upload_bytes() / 1024 / 1024)))
+    tz = st.text_input("Time zone of offset-less times (Slurm's sacct writes none)", value="UTC", key="import_tz")
+    if src_files and st.button("Import", type="primary", key="import_go"):
+        cfg = ctx.base_config.model_copy(update={"period": ctx.base_config.period.model_copy(
+            update={"source_timezone": tz or None})})
+        try:
+            done = uploads.import_upload(fmt, [(f.name, f.getvalue()) for f in src_files], cfg,
+                                         store_path=ctx.path if ctx.is_store else None)
+        except uploads.UploadError as exc:
+            st.error(f"Import refused: {exc}")
+        else:
+            counts = done.result.counts()
+            st.success(", ".join(f"{t}: {n:,}" for t, n in counts.items()) or "no records")
+            if done.result.unmapped.height:
+                st.warning(f"{done.result.unmapped.height:,} rows could not be mapped:")
+                common.table(done.result.unmapped, "import_unmapped", name="import-unmapped")
+            if not done.into_store:
+                ss[common.SOURCE_KEY] = str(done.target)
+                st.info(f"Opened the imported bundle {common.md(str(done.target))}.")
 
 # ---- validation ---------------------------------------------------------------------------
 st.subheader("Validation report")
