@@ -932,6 +932,7 @@ REQUESTS_ARROW = pa.schema([
     ("decode_ms", pa.float64()),
     ("requests", pa.int64()),
     ("end", pa.timestamp("us", tz="UTC")),
+    ("attempt", pa.int64()),
 ])
 
 
@@ -999,6 +1000,12 @@ def write_requests(fleet: Fleet, path: Path, fmt: str) -> int:
         order = np.lexsort((np.arange(len(mi)), mi, d["t"]))
         d = {k: v[order] for k, v in d.items()}
         n = len(order)
+        # A client retries a call that failed: the next request of the same key and model after
+        # an error or timeout is its second attempt (derived, so no random draw changes).
+        failed = pl.DataFrame({"owner": d["owner"], "model": d["model"], "status": d["status"]}).select(
+            pl.col("status").is_in(["error", "timeout"]).shift(1).over("owner", "model").fill_null(False)
+        )["status"].to_numpy()
+        attempt = np.where(failed, 2, 1).astype(np.int64)
         ids = np.char.add("req-", np.char.zfill(np.arange(next_id, next_id + n).astype(str), 9))
         next_id += n
         table = pa.Table.from_arrays([
@@ -1013,6 +1020,7 @@ def write_requests(fleet: Fleet, path: Path, fmt: str) -> int:
             pa.array(d["prefill_ms"]), pa.array(d["decode_ms"]),
             pa.array(np.ones(n, dtype=np.int64)),
             pa.nulls(n, type=pa.timestamp("us", tz="UTC")),
+            pa.array(attempt),
         ], schema=REQUESTS_ARROW)
         sink.write(table)
     sink.close()

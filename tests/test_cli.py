@@ -133,4 +133,4 @@ def test_ingest_into_store_then_report_matches_folder(tmp_path):
     a = json.loads(invoke("report", str(db), "--json").output)
     b = json.loads(invoke("report", str(bundle), "--json").output)
     assert a["totals"] == pytest.approx(b["totals"])
-    assert a["reconciliation"] == pytest.approx(b["reconciliation"])
+    assert a["reconciliation"] == pytest.approx(b["reconciliation"], abs=1e-6)
