@@ -540,11 +540,18 @@ def _ingest_table(
         )
         replaced = int(row[0]) if row else 0
     cols = _cols(table)
+    # Which staged records are new is decided once, against the store as it was (one hash
+    # anti-join), not per batch against a table that grows with every batch (quadratic).
+    # Staged keys are unique (see _stage), so fresh rows cannot collide with each other.
+    fresh = _q(f"_fresh_{table}")
+    con.execute(
+        f"CREATE TEMP TABLE {fresh} AS SELECT s.* FROM {stage} s "
+        f"WHERE NOT EXISTS (SELECT 1 FROM {target} t WHERE {_key_match(table, 't', 's')})"
+    )
     insert = (
         f"INSERT INTO {target} ({', '.join(_q(c) for c in cols)}, _content_hash, _ingested_at, _ingest_id) "
-        f"SELECT {', '.join('s.' + _q(c) for c in cols)}, s._h, ?, ? FROM {stage} s "
-        f"WHERE s._ord >= ? AND s._ord < ? "
-        f"AND NOT EXISTS (SELECT 1 FROM {target} t WHERE {_key_match(table, 't', 's')})"
+        f"SELECT {', '.join('s.' + _q(c) for c in cols)}, s._h, ?, ? FROM {fresh} s "
+        f"WHERE s._ord >= ? AND s._ord < ?"
     )
     written = 0
     for lo in range(0, total, batch_rows):
@@ -553,6 +560,7 @@ def _ingest_table(
         written += int(row[0]) if row else 0
         if progress is not None:
             progress(table, hi, total)
+    con.execute(f"DROP TABLE {fresh}")
     con.execute(f"DROP TABLE {stage}")
     return written - replaced, total - written, replaced
 
