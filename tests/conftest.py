@@ -38,3 +38,19 @@ def browser(chromium):
         b = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
         yield b
         b.close()
+
+
+@pytest.fixture(scope="module")
+def comp():
+    """The committed sample fleet, computed once per module."""
+    from cost_engine import api
+    from tests.dashboard_support import SAMPLE
+
+    return api.run(SAMPLE)
+
+
+@pytest.fixture(scope="module")
+def rep(comp):
+    from cost_engine.report import build_report
+
+    return build_report(comp)

@@ -27,16 +27,6 @@ def sample_source(monkeypatch):
     monkeypatch.setenv("AILEDGER_SOURCE", str(SAMPLE))
 
 
-@pytest.fixture(scope="module")
-def comp():
-    return api.run(SAMPLE)
-
-
-@pytest.fixture(scope="module")
-def rep(comp):
-    return build_report(comp)
-
-
 def open_page(page: str, *, query: dict | None = None, state: dict | None = None) -> AppTest:
     """The app through its router, on `page`, with sidebar state and query parameters injected."""
     at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)

@@ -11,18 +11,7 @@ import polars as pl
 import pytest
 
 from cost_engine import api, charts, views
-from cost_engine.report import build_report
-from tests.dashboard_support import EVIL_MODEL, EVIL_TENANT, SAMPLE, write_html_bundle
-
-
-@pytest.fixture(scope="module")
-def comp():
-    return api.run(SAMPLE)
-
-
-@pytest.fixture(scope="module")
-def rep(comp):
-    return build_report(comp)
+from tests.dashboard_support import EVIL_MODEL, EVIL_TENANT, write_html_bundle
 
 
 def spec(fig: go.Figure) -> dict:

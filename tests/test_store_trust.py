@@ -22,7 +22,7 @@ import textwrap
 import threading
 import time
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import datetime
 from pathlib import Path
 
 import duckdb
@@ -34,18 +34,7 @@ from cost_engine import contract, store
 from cost_engine.bundle import Bundle
 from cost_engine.contract import TABLE_NAMES
 
-UTC = timezone.utc
-T0 = datetime(2026, 10, 1, tzinfo=UTC)
-REPO = Path(__file__).resolve().parents[1]
-
-
-def h(hours: float) -> datetime:
-    return T0 + timedelta(hours=hours)
-
-
-def frame(table: str, rows: list[dict]) -> pl.DataFrame:
-    sch = contract.schema(table)
-    return pl.DataFrame([{c: r.get(c) for c in sch} for r in rows], schema=sch, orient="row")
+from tests.test_store import REPO, T0, UTC, frame, h  # noqa: E402,F401  (shared store-test builders)
 
 
 def allocations(n: int) -> pl.DataFrame:

@@ -17,16 +17,6 @@ from cost_engine.report import build_report
 from tests.dashboard_support import EVIL_TENANT, SAMPLE, copy_sample, make_store, write_html_bundle
 
 @pytest.fixture(scope="module")
-def comp():
-    return api.run(SAMPLE)
-
-
-@pytest.fixture(scope="module")
-def rep(comp):
-    return build_report(comp)
-
-
-@pytest.fixture(scope="module")
 def db(tmp_path_factory):
     return make_store(tmp_path_factory.mktemp("store"))
 
