@@ -140,6 +140,13 @@ KEY_TOKENS: dict[str, tuple[float, float, float, float]] = {
 }
 # requests per dedicated service card per day (averaged over the diurnal curve)
 REQUESTS_PER_CARD_DAY = 500.0
+# Batch traffic the gateway reports as hourly usage buckets (one row standing for many
+# requests): per model, the key that sends it and its output tokens/s per service card.
+BATCH_TRAFFIC: dict[str, tuple[str, float]] = {
+    "llama-3.1-70b": ("key-rlhf-gen", 320.0),
+    "qwen2.5-coder-32b": ("team-42", 420.0),
+    "mistral-7b": ("key-search", 900.0),
+}
 
 SLURM_BASE = 4_810_000
 
@@ -988,6 +995,47 @@ def _model_day(fleet: Fleet, mi: int, model: str, day: int, degraded: tuple[int,
                 prefill_ms=np.round(prefill, 1), decode_ms=np.round(decode, 1))
 
 
+def _batch_buckets(fleet: Fleet, mi: int, model: str, day: int) -> dict[str, np.ndarray]:
+    """Hourly usage buckets of a model's batch traffic (no per-request latency or phase times)."""
+    key, tps = BATCH_TRAFFIC[model]
+    rng = fleet.rng(300, mi, day)
+    cards = len(fleet.model_cards[model]) + (0.5 if model == "mistral-7b" else 0.0)
+    hours = np.arange(24, dtype=np.int64) * 3600 + day * DAY
+    # batch work fills the night: the inverse of the interactive curve
+    traf = traffic(hours + 1800, fleet.p0.weekday())
+    level = np.clip(1.6 - traf, 0.3, 1.5) * rng.lognormal(0, 0.08, 24)
+    out = np.round(cards * tps * 3600 * level).astype(np.int64)
+    med_in, p_hit, hit_frac, med_out = KEY_TOKENS[key]
+    prompt = np.round(out * min(med_in / med_out, 4.0)).astype(np.int64)  # batch prompts are shorter
+    cached = np.round(prompt * p_hit * hit_frac).astype(np.int64)
+    n = len(hours)
+    return dict(t=hours, owner=np.full(n, key, dtype=object), model=np.full(n, model, dtype=object),
+                input_tokens=prompt - cached, cached_input_tokens=cached, output_tokens=out,
+                requests=np.maximum(1, np.round(out / med_out)).astype(np.int64))
+
+
+def _bucket_table(fleet: Fleet, day: int, p0: int) -> pa.Table:
+    parts = [_batch_buckets(fleet, mi, m, day) for mi, m in enumerate(MODELS)]
+    d = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    n = len(d["t"])
+    ids = np.array([f"bkt-{m}-{day:03d}-{(t // 3600) % 24:02d}" for m, t in zip(d["model"], d["t"])], dtype=object)
+    start = (p0 + d["t"]) * 1_000_000
+    nulls = pa.nulls(n, type=pa.float64())
+    return pa.Table.from_arrays([
+        pa.array(ids, type=pa.string()),
+        pa.array(start, type=pa.timestamp("us", tz="UTC")),
+        pa.array(d["owner"], type=pa.string()),
+        pa.array(np.full(n, "gateway", dtype=object), type=pa.string()),
+        pa.array(d["model"], type=pa.string()),
+        pa.array(d["input_tokens"]), pa.array(d["cached_input_tokens"]), pa.array(d["output_tokens"]),
+        pa.array(np.full(n, "ok", dtype=object), type=pa.string()),
+        nulls, nulls, nulls, nulls,
+        pa.array(d["requests"]),
+        pa.array(start + 3_600_000_000, type=pa.timestamp("us", tz="UTC")),
+        pa.nulls(n, type=pa.int64()),
+    ], schema=REQUESTS_ARROW)
+
+
 def write_requests(fleet: Fleet, path: Path, fmt: str) -> int:
     sink = _Sink(path, fmt, REQUESTS_ARROW)
     degraded = (fleet._marks["g0"], fleet._marks["g1"])
@@ -1023,6 +1071,7 @@ def write_requests(fleet: Fleet, path: Path, fmt: str) -> int:
             pa.array(attempt),
         ], schema=REQUESTS_ARROW)
         sink.write(table)
+        sink.write(_bucket_table(fleet, day, p0))
     sink.close()
     return sink.rows
 

@@ -240,9 +240,16 @@ def test_events_queue_and_maintenance(bundle, an):
 
 
 def test_requests(bundle):
-    req = _read(bundle, "requests")
+    everything = _read(bundle, "requests")
+    assert everything["request_id"].is_unique().all()
+    # Batch traffic: hourly usage buckets, 24 a day per model, each for many requests.
+    buckets = everything.filter(pl.col("request_id").str.starts_with("bkt-"))
+    assert buckets.height == 24 * 3
+    assert (buckets["requests"] > 1).all() and buckets["end"].is_not_null().all()
+    assert ((buckets["end"] - buckets["ts"]) == timedelta(hours=1)).all()
+    assert buckets["ttft_ms"].is_null().all() and buckets["attempt"].is_null().all()
+    req = everything.filter(pl.col("request_id").str.starts_with("req-"))
     assert req.height > 500
-    assert req["request_id"].is_unique().all() and req["request_id"].str.starts_with("req-").all()
     assert set(req["model"]) == {"llama-3.1-70b", "mistral-7b", "qwen2.5-coder-32b"}
     assert set(req["status"]) <= set(REQUEST_STATUSES) and {"ok", "error", "timeout"} <= set(req["status"])
     assert (req["status"] == "ok").mean() > 0.9
