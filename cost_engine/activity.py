@@ -5,7 +5,6 @@ from __future__ import annotations
 import polars as pl
 
 from .config import Activity
-from .contract import TS
 from .ledger import seconds
 
 
@@ -169,4 +168,4 @@ def empty_activity(intervals: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-__all__ = ["sample_intervals", "pieces", "interval_activity", "empty_activity", "TS"]
+__all__ = ["sample_intervals", "pieces", "interval_activity", "empty_activity", "empty_oversized"]

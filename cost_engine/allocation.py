@@ -291,7 +291,7 @@ def _spread_by_project(
             weights.filter(pl.col("project").is_not_null()).select("project", "tenant").unique(),
         ]
     ).unique()
-    shares = _share_table(config, users, seg, gaps)
+    shares = _share_table(config, users, gaps)
     out = []
     ex = costs.with_columns(pl.int_ranges("k0", pl.col("k1") + 1).alias("slot")).explode("slot")
     for drv in PROJECT_DRIVERS:
@@ -325,7 +325,7 @@ def _spread_by_project(
     return pl.concat(out) if out else pl.DataFrame(schema=MONEY_SCHEMA)
 
 
-def _share_table(config: Config, users: pl.DataFrame, seg: pl.DataFrame, gaps) -> pl.DataFrame:
+def _share_table(config: Config, users: pl.DataFrame, gaps) -> pl.DataFrame:
     """Fixed shares from the config, keyed by project or tenant (a tenant's share is split
     evenly over its projects with usage); normalised to sum to 1."""
     rows = []

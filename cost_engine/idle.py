@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 
 from .contract import TS
-from .ledger import Period
+from .ledger import Period, split_by
 
 UNALLOCATED_EVENT_KINDS = ("degraded_hardware", "maintenance")
 ALLOCATED_EVENT_KINDS = ("network_bottleneck", "storage_bottleneck", "data_loading", "degraded_hardware")
@@ -203,19 +203,7 @@ def capacity_over_time(seg: pl.DataFrame, every: str = "1h") -> pl.DataFrame:
     Segments are split at hour edges; active time inside a segment is taken as spread evenly
     over it (segments are cut at every tariff, cost and day edge, so they are short).
     """
-    s = seg.select("pool", "t0", "t1", "cap_h", "alloc_h", "active_h", "dur_s").with_columns(
-        pl.datetime_ranges(pl.col("t0").dt.truncate(every), pl.col("t1"), every, closed="left").alias("bucket")
-    ).explode("bucket")
-    end = pl.col("bucket").dt.offset_by(every)
-    s = s.with_columns(
-        (
-            (pl.min_horizontal(end, pl.col("t1")) - pl.max_horizontal(pl.col("bucket"), pl.col("t0")))
-            .dt.total_microseconds()
-            .cast(pl.Float64)
-            / 1e6
-            / pl.col("dur_s")
-        ).alias("f")
-    ).filter(pl.col("f") > 0)
+    s = split_by(seg.select("pool", "t0", "t1", "cap_h", "alloc_h", "active_h", "dur_s"), every)
     return (
         s.group_by("pool", "bucket")
         .agg(

@@ -54,6 +54,19 @@ def seconds(expr: pl.Expr) -> pl.Expr:
     return expr.dt.total_microseconds().cast(pl.Float64) / US_PER_S
 
 
+def split_by(segments: pl.DataFrame, every: str, name: str = "bucket") -> pl.DataFrame:
+    """Segments cut at `every` edges (e.g. "1h"): one row per (segment, bucket) with `f`, the
+    fraction of the segment's time inside that bucket (quantities scale by `f`)."""
+    s = segments.with_columns(
+        pl.datetime_ranges(pl.col("t0").dt.truncate(every), pl.col("t1"), every, closed="left").alias(name)
+    ).explode(name)
+    end = pl.col(name).dt.offset_by(every)
+    return s.with_columns(
+        (seconds(pl.min_horizontal(end, pl.col("t1")) - pl.max_horizontal(pl.col(name), pl.col("t0")))
+         / pl.col("dur_s")).alias("f")
+    ).filter(pl.col("f") > 0)
+
+
 def clip(frame: pl.DataFrame, start: str, end: str, lo, hi) -> pl.DataFrame:
     """Clip [start, end) to [lo, hi) and drop rows that fall outside entirely."""
     lo_e = lo if isinstance(lo, pl.Expr) else pl.lit(lo, dtype=TS)

@@ -18,7 +18,7 @@ class Explanation:
     total_cost: float
 
 
-def _filter(comp: Computation, tenant: str | None, project: str | None, model: str | None) -> pl.Expr:
+def _filter(tenant: str | None, project: str | None, model: str | None) -> pl.Expr:
     e = pl.lit(True)
     if tenant is not None:
         e = e & (pl.col("tenant") == tenant)
@@ -44,7 +44,7 @@ def explain(
         seg = comp.seg.filter((pl.col("model") == model) & (pl.col("workload") == "inference"))
         reqs = comp.requests.filter(pl.col("model") == model)
     else:
-        f = _filter(comp, tenant, project, model)
+        f = _filter(tenant, project, model)
         money = comp.money.filter((pl.col("dest") == "owner") & f)
         seg = comp.seg.filter(pl.col("project").is_not_null() & f)
         reqs = comp.requests.filter(pl.col("project").is_not_null() & f)

@@ -6,7 +6,7 @@ import polars as pl
 
 from .config import Config
 from .contract import IDLE
-from .ledger import Period
+from .ledger import Period, split_by
 
 TOKEN_COLS = ("input_tokens", "cached_input_tokens", "output_tokens")
 
@@ -188,19 +188,7 @@ def model_trend(money_before_recharge: pl.DataFrame, seg: pl.DataFrame, requests
     s = seg.filter(serving).select("model", "day", "t0", "t1", "dur_s", "alloc_h", "joules")
     energy = s.group_by("model", "day").agg(pl.col("joules").sum())
     # Split held time at hour edges to see which hours had traffic.
-    hourly = s.with_columns(
-        pl.datetime_ranges(pl.col("t0").dt.truncate("1h"), pl.col("t1"), "1h", closed="left").alias("hour")
-    ).explode("hour")
-    hourly = hourly.with_columns(
-        (
-            (pl.min_horizontal(pl.col("hour").dt.offset_by("1h"), pl.col("t1")) - pl.max_horizontal("hour", "t0"))
-            .dt.total_microseconds()
-            .cast(pl.Float64)
-            / 1e6
-            / pl.col("dur_s")
-            * pl.col("alloc_h")
-        ).alias("h")
-    )
+    hourly = split_by(s, "1h", "hour").with_columns((pl.col("f") * pl.col("alloc_h")).alias("h"))
     busy_hours = requests.select("model", pl.col("ts").dt.truncate("1h").alias("hour")).unique().with_columns(
         pl.lit(True).alias("busy")
     )
