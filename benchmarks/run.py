@@ -140,7 +140,8 @@ def work_rollup(bundle: Path, db: Path, **_) -> dict:
 
 
 def work_ingest(bundle: Path, db: Path, **_) -> dict:
-    """read_bundle (timed apart), then store.ingest into a fresh file (the measured figure)."""
+    """read_bundle + store.ingest into a fresh file: the measured figure covers both, as a user
+    waits for both; read_s and ingest_s split it."""
     from cost_engine import store
     from cost_engine.bundle import read_bundle
 
@@ -153,18 +154,21 @@ def work_ingest(bundle: Path, db: Path, **_) -> dict:
     rows = sum(t.height for t in b.tables.values())
     store.ingest(db, b, source=str(bundle))
     t2 = _now()
-    return {"read_s": t1 - t0, "ingest_s": t2 - t1, "rows": rows, "rows_per_s": rows / (t2 - t1),
+    return {"seconds": t2 - t0, "read_s": t1 - t0, "ingest_s": t2 - t1, "rows": rows,
+            "rows_per_s": rows / (t2 - t0), "read_rows_per_s": rows / (t1 - t0),
+            "ingest_rows_per_s": rows / (t2 - t1),
             "telemetry_rows": b["telemetry"].height, "db_mb": db.stat().st_size / 2**20}
 
 
 def _report_from(source: Path, cfg, load) -> dict:
+    """`load()` returns (bundle, telemetry source or None), as api.load_source does."""
     from cost_engine.engine import compute
     from cost_engine.report import build_report
 
     t0 = _now()
-    b = load()
+    b, telemetry = load()
     t1 = _now()
-    comp = compute(b, cfg)
+    comp = compute(b, cfg, telemetry=telemetry)
     t2 = _now()
     rep = build_report(comp)
     t3 = _now()
@@ -183,18 +187,19 @@ def work_report_bundle(bundle: Path, **_) -> dict:
 
     t0 = _now()
     cfg = _config(bundle)
-    out = _report_from(bundle, cfg, lambda: read_bundle(bundle, cfg))
+    out = _report_from(bundle, cfg, lambda: (read_bundle(bundle, cfg), None))
     out["seconds"] = _now() - t0
     return out
 
 
 def work_report_store(bundle: Path, db: Path, **_) -> dict:
-    """build_report(compute(store.load_bundle(...))): the full report from the DuckDB store."""
-    from cost_engine import store
+    """The full report from the DuckDB store, as the CLI and the dashboard run it
+    (api.load_source: every table but telemetry, which the engine reads window by window)."""
+    from cost_engine import api
 
     t0 = _now()
     cfg = _config(bundle)
-    out = _report_from(db, cfg, lambda: store.load_bundle(db))
+    out = _report_from(db, cfg, lambda: api.load_source(db, cfg))
     out["seconds"] = _now() - t0
     return out
 
@@ -220,10 +225,12 @@ def work_drilldown(db: Path, project: str, **_) -> dict:
 
 def work_lineage(bundle: Path, db: Path, project: str, **_) -> dict:
     """lineage.explain(project) on a Computation built from the store beforehand (not timed)."""
-    from cost_engine import lineage, store
+    from cost_engine import api, lineage
     from cost_engine.engine import compute
 
-    comp = compute(store.load_bundle(db), _config(bundle))
+    cfg = _config(bundle)
+    b, telemetry = api.load_source(db, cfg)
+    comp = compute(b, cfg, telemetry=telemetry)
     explain_ms, n_alloc = [], 0
     for _ in range(DRILL_CALLS):
         t0 = _now()
@@ -466,11 +473,12 @@ def summarise(res: dict) -> list[dict]:
         f"{ro['median'] / floor['median']:,.1f}x floor" if ro and floor else "", stage="rollup")
     add("  rollup peak RSS", "MB", col("rollup", "peak_rss_mb"))
     add("  rollup rows out", "rows", col("rollup", "buckets"))
-    add("ingest (store.ingest, fresh file)", "rows/s", col("ingest", "rows_per_s"),
+    add("ingest (read_bundle + store.ingest, fresh file)", "rows/s", col("ingest", "rows_per_s"),
         target=f">= {TARGET_INGEST_ROWS_S / 1e6:g}M rows/s",
         met=None if not ok("ingest") else col("ingest", "rows_per_s")["median"] >= TARGET_INGEST_ROWS_S, stage="ingest")
-    add("  ingest wall time", "s", col("ingest", "ingest_s"))
-    add("  read_bundle before ingest (not in rows/s)", "s", col("ingest", "read_s"))
+    add("  wall time (read + ingest)", "s", col("ingest", "seconds"))
+    add("  of which read_bundle (validate, spill)", "s", col("ingest", "read_s"))
+    add("  of which store.ingest", "s", col("ingest", "ingest_s"))
     add("  ingest peak RSS (read_bundle + ingest)", "MB", col("ingest", "peak_rss_mb"))
     for stage, label in (("report_bundle", "full report from the bundle"), ("report_store", "full report from the store")):
         rep = col(stage, "seconds")

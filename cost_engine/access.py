@@ -112,7 +112,8 @@ def scope(comp: Computation, principal: Principal) -> Computation:
         inputs=inputs, requests=requests, models=models, idle=idle, allocations=allocations, bundle=bundle,
         rejected=comp.rejected.clear(), gaps=[],
         cost_rates=comp.cost_rates,
-        samples=comp.samples.join(seg.select("gpu_id").unique(), on="gpu_id", how="semi"),
+        card_energy=comp.card_energy.filter(pl.col("gpu_id").is_in(seg["gpu_id"].unique().implode())),
+        telemetry=comp.telemetry.only(seg["gpu_id"].unique().to_list()),
     )
 
 

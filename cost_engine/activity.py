@@ -2,23 +2,32 @@
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
 import polars as pl
 
 from .config import Activity
+from .contract import TS
 from .ledger import seconds
+from .telemetry import TelemetrySource
 
 
-def sample_intervals(telemetry: pl.DataFrame, max_gap_s: float) -> pl.DataFrame:
+def sample_intervals(telemetry: pl.DataFrame, max_gap_s: float, *, presorted: bool = False) -> pl.DataFrame:
     """Each sample stands for [ts, next ts) of its card, capped at max_gap_s; with its joules.
 
     Energy: the counter delta when both ends exist, the interval is not capped and the
     delta is >= 0; otherwise (reset, no counter, capped gap) power x time; unknown when
-    neither exists.
+    neither exists. `presorted`: the rows already come sorted by (gpu_id, ts).
     """
     cap = pl.duration(microseconds=int(max_gap_s * 1_000_000))
-    t = telemetry.sort("gpu_id", "ts").with_columns(
-        pl.col("ts").shift(-1).over("gpu_id").alias("next_ts"),
-        pl.col("energy_j").shift(-1).over("gpu_id").alias("next_energy_j"),
+    t = telemetry if presorted else telemetry.sort("gpu_id", "ts")
+    # The next row is the card's next sample unless the card changes there (cheaper than .over).
+    same = pl.col("gpu_id").shift(-1) == pl.col("gpu_id")
+    t = t.with_columns(
+        pl.when(same).then(pl.col("ts").shift(-1)).alias("next_ts"),
+        pl.when(same).then(pl.col("energy_j").shift(-1)).alias("next_energy_j"),
     )
     t = t.with_columns(
         pl.min_horizontal(pl.col("next_ts"), pl.col("ts") + cap).alias("t_end"),
@@ -46,6 +55,13 @@ def pieces(samples: pl.DataFrame, intervals: pl.DataFrame) -> pl.DataFrame:
     Most samples sit inside one interval; only those straddling an edge are expanded, so the
     cost is linear in the telemetry (sorted as-of joins, no range join over all pairs).
     """
+    simple, spread = _pieces(samples, intervals)
+    return pl.concat([simple, spread])
+
+
+def _pieces(samples: pl.DataFrame, intervals: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """pieces() in two parts: samples wholly inside one interval (in sample order, so e_idx
+    ascends when e_idx follows (gpu_id, t0), as the ledger numbers them) and the rest."""
     iv = intervals.select("e_idx", "gpu_id", "t0", "t1").sort("gpu_id", "t0")
     # sample_intervals returns samples sorted by (gpu_id, ts): no re-sort needed.
     s = samples.join_asof(
@@ -58,13 +74,14 @@ def pieces(samples: pl.DataFrame, intervals: pl.DataFrame) -> pl.DataFrame:
     # The common case: the sample lies wholly inside the interval holding its start.
     inside = pl.col("e_a").is_not_null() & (pl.col("t_end") <= pl.col("a_t1"))
     simple = s.filter(inside).select(
-        pl.exclude("e_a", "a_t1"), pl.col("e_a").alias("e_idx"), pl.col("dt_s").alias("ov_s"), pl.lit(1.0).alias("frac")
+        pl.exclude("e_a", "a_t1", "t_end"), pl.col("e_a").alias("e_idx"), pl.col("dt_s").alias("ov_s"),
+        pl.lit(1.0).alias("frac"),
     )
     # The rest straddles an edge (or starts before the card's first interval, or in a hole):
     # find the interval holding its last instant and expand the range between.
     rest = s.filter(~inside).drop("a_t1")
     if rest.height == 0:
-        return simple
+        return simple, simple.clear()
     rest = rest.with_columns((pl.col("t_end") - pl.duration(microseconds=1)).alias("t_last")).sort("gpu_id", "t_last")
     rest = rest.join_asof(
         iv.select("gpu_id", pl.col("t0").alias("t_last"), pl.col("e_idx").alias("e_b")),
@@ -87,39 +104,188 @@ def pieces(samples: pl.DataFrame, intervals: pl.DataFrame) -> pl.DataFrame:
         .with_columns((pl.col("ov_s") / pl.col("dt_s")).alias("frac"))
         .drop("t0", "t1")
     )
-    return pl.concat([simple, spread.select(simple.columns)])
+    return simple, spread.select(simple.columns)
 
+
+
+# Samples read per window of time: the telemetry stage holds one window at a time, so its
+# memory is bounded by this, not by the fleet or the period.
+WINDOW_ROWS = 2_000_000
+# Window edges fall on quarter hours (UTC): a minute (oversized detection) and a quarter-hour
+# energy bucket (power profile) never straddle two windows.
+ALIGN = timedelta(minutes=15)
+ENERGY_BUCKET = "15m"
+
+
+@dataclass
+class TelemetryActivity:
+    """What the telemetry stage hands the engine (nothing per sample survives it)."""
+
+    per_interval: pl.DataFrame  # e_idx, covered_s, active_s, util_s, joules, idle_joules, energy_s
+    oversized: pl.DataFrame  # e_idx, job_id, over_s, over_j
+    card_energy: pl.DataFrame  # gpu_id (Enum), bucket (15 min, UTC), joules: samples starting in the bucket
+    resets: pl.DataFrame  # gpu_id, ts of every sample whose energy counter went backwards
+    samples: int  # samples of the ledger's cards that started inside a window
+
+
+def windows(start: datetime, end: datetime, max_gap_s: float, rows: int, window_rows: int = WINDOW_ROWS) -> list[tuple[datetime, datetime]]:
+    """Consecutive [a, b) windows covering [start - max gap, end), each holding about window_rows samples.
+
+    A sample starting before `start - max gap` cannot reach the period, one starting at or after
+    `end` is outside it. Inner edges are quarter-hour aligned (UTC).
+    """
+    first = _floor(start - timedelta(seconds=max_gap_s))
+    n = max(1, math.ceil(rows / max(window_rows, 1)))
+    width = ALIGN * max(1, math.ceil((end - first) / ALIGN / n))
+    edges = [first]
+    while edges[-1] + width < end:
+        edges.append(edges[-1] + width)
+    edges.append(end)
+    return list(zip(edges, edges[1:]))
+
+
+def _floor(t: datetime) -> datetime:
+    epoch = datetime(1970, 1, 1, tzinfo=t.tzinfo)
+    return epoch + ALIGN * ((t - epoch) // ALIGN)
 
 
 def interval_activity(
-    telemetry: pl.DataFrame, intervals: pl.DataFrame, rule: Activity, jobs: pl.DataFrame | None = None
-) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    source: TelemetrySource,
+    intervals: pl.DataFrame,
+    rule: Activity,
+    period_start: datetime,
+    period_end: datetime,
+    jobs: pl.DataFrame | None = None,
+    window_rows: int | None = None,
+) -> TelemetryActivity:
     """Per ledger interval: covered_s, active_s, util_s (util% x s), joules, energy-known seconds.
+
+    Telemetry is read one window of time at a time (plus max_sample_gap_s beyond it, so the
+    last samples of a window find their successor); each sample belongs to the window holding
+    its start. Everything computed per sample is summed per interval (or per job and minute,
+    or per card and quarter hour) inside its window, so the windows' results just add up:
+    the same figures as one pass over all samples, in bounded memory.
 
     `jobs` (e_idx, job_id) names the multi-card job holding each interval; for those, the
     inactive seconds during which another card of the same job was busy are counted too
     (the oversized-request idle cause), at sample resolution.
-    Returns (per-interval frame, samples frame, oversized frame (e_idx, job_id, over_s, over_j)).
     """
-    # Work on integer card codes: sorts, as-of joins and group-bys over tens of millions of
-    # samples are several times cheaper than on UUID strings, and every copy is smaller.
+    # Work on integer card codes: sorts, as-of joins and group-bys over millions of samples are
+    # several times cheaper than on UUID strings, and every copy is smaller.
     codes = intervals.select("gpu_id").unique().sort("gpu_id").with_row_index("gc")
-    tele = (
-        telemetry.select("ts", "gpu_id", "util_pct", "power_w", "energy_j")
-        .join(codes, on="gpu_id", how="inner")
-        .select(pl.col("gc").alias("gpu_id"), "ts", "util_pct", "power_w", "energy_j")
-    )
-    iv = intervals.select("e_idx", "gpu_id", "t0", "t1").join(codes, on="gpu_id").select(
+    iv_all = intervals.select("e_idx", "gpu_id", "t0", "t1").join(codes, on="gpu_id").select(
         "e_idx", pl.col("gc").alias("gpu_id"), "t0", "t1"
-    )
-    samples = sample_intervals(tele, rule.max_sample_gap_s)
-    p = pieces(samples, iv)
+    ).sort("gpu_id", "t0")
+    if jobs is not None and jobs.height == 0:
+        jobs = None
+    job_codes = None
+    if jobs is not None:
+        # Integer job codes for the per-minute group-bys too; mapped back at the end.
+        job_codes = jobs.select("job_id").unique().sort("job_id").with_row_index("jc")
+        jobs = jobs.join(job_codes, on="job_id").select("e_idx", pl.col("jc").alias("job_id"))
+        jobs = _JobIndex.of(jobs, intervals.height)
+    cap = timedelta(seconds=rule.max_sample_gap_s)
     if rule.mode == "threshold":
         busy = pl.when(pl.col("util_pct") >= rule.threshold_pct).then(1.0).otherwise(0.0)
     else:
         busy = pl.col("util_pct") / 100.0
+    aggs, overs, energy, resets = [], [], [], []
+    n_samples = 0
+    with source.reader() as r:
+        spans = windows(period_start, period_end, rule.max_sample_gap_s, r.count(), window_rows or WINDOW_ROWS)
+        for a, b in spans:
+            tele = _by_card_and_time(r.window(a, b + cap, codes), a, b + cap, codes.height)
+            samples = sample_intervals(tele, rule.max_sample_gap_s, presorted=True).filter(pl.col("ts") < b)
+            del tele
+            n_samples += samples.height
+            if samples.height == 0:
+                continue
+            resets.append(samples.filter(pl.col("counter_reset")).select("gpu_id", "ts"))
+            energy.append(_card_energy(samples, period_start, period_end))
+            iv = iv_all.filter((pl.col("t1") > a) & (pl.col("t0") < b + cap))
+            simple, spread = _pieces(samples.select("gpu_id", "ts", "t_end", "dt_s", "util_pct", "joules"), iv)
+            del samples
+            # Samples come sorted by card and time and the ledger numbers intervals the same
+            # way, so the simple pieces' e_idx ascend: a sorted group-by is ~3x cheaper.
+            if simple["e_idx"].is_sorted():
+                simple = simple.with_columns(pl.col("e_idx").set_sorted())
+            aggs += [_per_interval(simple, busy), _per_interval(spread, busy)]
+            p = pl.concat([simple, spread])
+            del simple, spread
+            if jobs is not None:
+                overs.append(_oversized(p, busy, jobs))
+            del p
+    out = intervals.select("e_idx")
+    if aggs:
+        agg = pl.concat(aggs).group_by("e_idx").agg(pl.all().sum())
+        out = out.join(agg, on="e_idx", how="left")
+    else:
+        out = out.with_columns(pl.lit(None, pl.Float64).alias(c) for c in _ACTIVITY)
+    out = out.with_columns(pl.col(_ACTIVITY).fill_null(0.0))
+    oversized = empty_oversized()
+    if overs and job_codes is not None:
+        oversized = (
+            pl.concat(overs).group_by("e_idx", "job_id").agg(pl.col("over_s", "over_j").sum())
+            .join(job_codes, left_on="job_id", right_on="jc")
+            .select("e_idx", pl.col("job_id_right").alias("job_id"), "over_s", "over_j")
+        )
+    card = pl.Enum(codes["gpu_id"])
+    names = codes.select(pl.col("gc"), pl.col("gpu_id").cast(card).alias("name"))
+    card_energy = (
+        pl.concat(energy).join(names, left_on="gpu_id", right_on="gc").select(pl.col("name").alias("gpu_id"), "bucket", "joules")
+        if energy else pl.DataFrame(schema={"gpu_id": card, "bucket": TS, "joules": pl.Float64})
+    ).sort("gpu_id", "bucket")
+    resets_f = (
+        pl.concat(resets).join(codes, left_on="gpu_id", right_on="gc").select(pl.col("gpu_id_right").alias("gpu_id"), "ts")
+        if resets else pl.DataFrame(schema={"gpu_id": pl.String, "ts": TS})
+    ).sort("gpu_id", "ts")
+    return TelemetryActivity(out, oversized, card_energy, resets_f, n_samples)
+
+
+def _by_card_and_time(tele: pl.DataFrame, a: datetime, b: datetime, n_cards: int) -> pl.DataFrame:
+    """Samples of a window [a, b) sorted by (card code, ts).
+
+    When code and microseconds since `a` fit one Int64 together (windows at fleet scale are
+    about a day), sort on that single key: about 3x cheaper than a two-column sort.
+    """
+    span_us = int((b - a) / timedelta(microseconds=1)) + 1
+    shift = span_us.bit_length()
+    if shift + max(n_cards, 1).bit_length() > 62:
+        return tele.sort("gpu_id", "ts")
+    a_us = int((a - datetime(1970, 1, 1, tzinfo=a.tzinfo)) / timedelta(microseconds=1))
+    key = tele.select(pl.col("gpu_id").cast(pl.Int64) * (1 << shift) + (pl.col("ts").dt.epoch("us") - a_us)).to_series()
+    if key.is_sorted():  # a store filled card by card often hands them over in order already
+        return tele
+    return tele.with_columns(key.alias("__k")).sort("__k").drop("__k")
+
+
+def _card_energy(samples: pl.DataFrame, start: datetime, end: datetime) -> pl.DataFrame:
+    """Joules of the samples starting in each (card, quarter hour) of the period.
+
+    Samples are sorted by (card code, ts), so one integer key (code, quarter) ascends with
+    them and the group-by runs on sorted keys.
+    """
+    q = 900_000_000  # a quarter hour in microseconds
+    quarter = pl.col("ts").dt.epoch("us") // q
+    s = samples.filter(pl.col("joules").is_not_null() & (pl.col("ts") >= start) & (pl.col("ts") < end))
+    if s.height == 0:
+        return pl.DataFrame(schema={"gpu_id": samples.schema["gpu_id"], "bucket": TS, "joules": pl.Float64})
+    q0 = s.select(quarter.min()).item()
+    key = (pl.col("gpu_id").cast(pl.Int64) * (1 << 32) + (quarter - q0)).alias("k")
+    g = s.select(key, "joules").with_columns(pl.col("k").set_sorted()).group_by("k").agg(pl.col("joules").sum())
+    return g.select(
+        (pl.col("k") // (1 << 32)).cast(samples.schema["gpu_id"]).alias("gpu_id"),
+        ((pl.col("k") % (1 << 32) + q0) * q).cast(pl.Datetime("us")).dt.replace_time_zone("UTC").alias("bucket"),
+        "joules",
+    )
+
+
+_ACTIVITY = ("covered_s", "active_s", "util_s", "joules", "idle_joules", "energy_s")
+
+
+def _per_interval(p: pl.DataFrame, busy: pl.Expr) -> pl.DataFrame:
     active = pl.col("ov_s") * busy
-    agg = p.group_by("e_idx").agg(
+    return p.group_by("e_idx").agg(
         pl.col("ov_s").sum().alias("covered_s"),
         active.sum().alias("active_s"),
         (pl.col("ov_s") * pl.col("util_pct")).sum().alias("util_s"),
@@ -128,29 +294,79 @@ def interval_activity(
         (pl.col("joules") * pl.col("frac") * (1.0 - busy)).sum().alias("idle_joules"),
         pl.when(pl.col("joules").is_not_null()).then(pl.col("ov_s")).otherwise(0.0).sum().alias("energy_s"),
     )
-    out = intervals.select("e_idx").join(agg, on="e_idx", how="left").with_columns(
-        pl.col("covered_s", "active_s", "util_s", "joules", "idle_joules", "energy_s").fill_null(0.0)
-    )
-    names = dict(zip(codes["gc"].to_list(), codes["gpu_id"].to_list()))
-    samples = samples.with_columns(pl.col("gpu_id").replace_strict(names, return_dtype=pl.String))
-    return out, samples, _oversized(p, busy, jobs)
 
 
-def _oversized(p: pl.DataFrame, busy: pl.Expr, jobs: pl.DataFrame | None) -> pl.DataFrame:
-    """Inactive seconds of a card while a sibling card of the same job was busy (same minute)."""
+@dataclass(frozen=True)
+class _JobIndex:
+    """Job codes by e_idx, to attach to millions of pieces by a gather instead of a hash join.
+
+    `dense[e]` is the job of interval e when it has exactly one; the few intervals held by
+    several multi-card jobs at once keep a small frame and a join.
+    """
+
+    dense: pl.Series  # job code (UInt32) or null, indexed by e_idx
+    shared: pl.DataFrame  # e_idx, job_id for intervals with more than one job
+
+    @classmethod
+    def of(cls, jobs: pl.DataFrame, n_intervals: int) -> "_JobIndex":
+        n = jobs.group_by("e_idx").agg(pl.len().alias("n"))
+        one = jobs.join(n.filter(pl.col("n") == 1), on="e_idx", how="semi")
+        size = max(n_intervals, int(jobs["e_idx"].max() or 0) + 1)
+        dense = (
+            pl.DataFrame({"e_idx": pl.int_range(size, eager=True, dtype=pl.Int64)})
+            .join(one, on="e_idx", how="left", maintain_order="left")["job_id"]
+        )
+        shared = jobs.join(n.filter(pl.col("n") > 1), on="e_idx", how="semi")
+        return cls(dense, shared)
+
+    def attach(self, pieces: pl.DataFrame) -> pl.DataFrame:
+        """The pieces that belong to a job, with job_id (a piece of a shared interval once per job)."""
+        one = pieces.with_columns(self.dense.gather(pieces["e_idx"]).alias("job_id")).filter(pl.col("job_id").is_not_null())
+        if self.shared.height == 0:
+            return one
+        return pl.concat([one, pieces.join(self.shared, on="e_idx")])
+
+    @property
+    def height(self) -> int:
+        return int(self.dense.is_not_null().sum()) + self.shared.height
+
+    @property
+    def schema(self) -> pl.Schema:
+        return pl.Schema({"e_idx": pl.Int64, "job_id": self.dense.dtype})
+
+
+def _oversized(p: pl.DataFrame, busy: pl.Expr, jobs: "pl.DataFrame | _JobIndex | None") -> pl.DataFrame:
+    """Inactive seconds of a card while a sibling card of the same job was busy (same minute).
+
+    Per (job, UTC minute): the number of distinct busy cards and the lowest of them (the only
+    one when there is one). An inactive piece of card g counts when another card was busy:
+    n_busy >= 2, or n_busy = 1 and that card is not g. One group-by and one join, on a single
+    integer key (job code, minute).
+    """
     empty = pl.DataFrame(schema={"e_idx": pl.Int64, "job_id": pl.String, "over_s": pl.Float64, "over_j": pl.Float64})
     if jobs is None or jobs.height == 0:
         return empty
-    jp = p.select("e_idx", "gpu_id", "ts", "ov_s", "joules", "frac", busy.alias("busy")).join(jobs, on="e_idx")
-    jp = jp.with_columns(pl.col("ts").dt.truncate("1m").alias("minute"))
-    # Per (job, minute): how many cards were busy, and whether this card was one of them.
-    card_busy = jp.group_by("job_id", "minute", "gpu_id").agg((pl.col("busy") > 0).any().alias("self_busy"))
-    n_busy = card_busy.group_by("job_id", "minute").agg(pl.col("self_busy").sum().alias("n_busy"))
+    cols = p.select("e_idx", "gpu_id", "ts", "ov_s", "joules", "frac", busy.alias("busy"))
+    jp = jobs.attach(cols) if isinstance(jobs, _JobIndex) else cols.join(jobs, on="e_idx")
+    dtype = jp.schema["job_id"]
+    if jp.height == 0:
+        return empty.cast({"job_id": dtype})
+    minute = pl.col("ts").dt.epoch("us") // 60_000_000
+    m0 = jp.select(minute.min()).item()
+    if dtype.is_integer():
+        # job code x 2^32 + minute since the window's first: one Int64 key.
+        jp = jp.with_columns((pl.col("job_id").cast(pl.Int64) * (1 << 32) + (minute - m0)).alias("jm"))
+        key: list[str] = ["jm"]
+    else:
+        jp = jp.with_columns(minute.alias("minute"))
+        key = ["job_id", "minute"]
+    by_minute = jp.filter(pl.col("busy") > 0).group_by(key).agg(
+        pl.col("gpu_id").n_unique().alias("n_busy"), pl.col("gpu_id").min().alias("one_busy")
+    )
     idle = (
         jp.filter(pl.col("busy") < 1)
-        .join(card_busy, on=["job_id", "minute", "gpu_id"])
-        .join(n_busy, on=["job_id", "minute"])
-        .filter(pl.col("n_busy") - pl.col("self_busy").cast(pl.UInt32) > 0)
+        .join(by_minute, on=key)
+        .filter((pl.col("n_busy") >= 2) | (pl.col("one_busy") != pl.col("gpu_id")))
     )
     return idle.group_by("e_idx", "job_id").agg(
         (pl.col("ov_s") * (1 - pl.col("busy"))).sum().alias("over_s"),
@@ -163,9 +379,7 @@ def empty_oversized() -> pl.DataFrame:
 
 
 def empty_activity(intervals: pl.DataFrame) -> pl.DataFrame:
-    return intervals.select("e_idx").with_columns(
-        *(pl.lit(0.0).alias(c) for c in ("covered_s", "active_s", "util_s", "joules", "idle_joules", "energy_s"))
-    )
+    return intervals.select("e_idx").with_columns(*(pl.lit(0.0).alias(c) for c in _ACTIVITY))
 
 
-__all__ = ["sample_intervals", "pieces", "interval_activity", "empty_activity", "empty_oversized"]
+__all__ = ["sample_intervals", "pieces", "windows", "interval_activity", "TelemetryActivity", "empty_activity", "empty_oversized"]

@@ -69,6 +69,11 @@ def slot_range(frame: pl.DataFrame, slots: pl.DataFrame, start: str, end: str) -
     ).join(slots.select(pl.col("g1").alias(end), pl.col("slot").alias("k1")), on=end, how="left")
 
 
+# Segment columns that money rows keep or need to find their destination.
+_SEG_KEEP = ("s_idx", "gpu_id", "pool", "slot", "day", "allocation_id", "owner", "source", "project", "tenant",
+             "model", "workload")
+
+
 def destination(frame: pl.DataFrame) -> pl.DataFrame:
     """dest/u_source/u_key from allocation_id, project and owner key columns."""
     return frame.with_columns(
@@ -83,10 +88,11 @@ def destination(frame: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _money_frame(frame: pl.DataFrame) -> pl.DataFrame:
+def _money_frame(frame: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame | pl.LazyFrame:
+    names = frame.collect_schema().names() if isinstance(frame, pl.LazyFrame) else frame.columns
     cols = []
     for name, dtype in MONEY_SCHEMA.items():
-        cols.append(pl.col(name).cast(dtype) if name in frame.columns else pl.lit(None, dtype=dtype).alias(name))
+        cols.append(pl.col(name).cast(dtype) if name in names else pl.lit(None, dtype=dtype).alias(name))
     return frame.select(cols)
 
 
@@ -209,10 +215,14 @@ def spread_costs(
             .group_by("pool", "slot", "driver", "category", "is_rate")
             .agg(pl.col("rate").sum())
         )
+        # Only the columns a money row keeps (plus the driver quantities): segments carry ~40
+        # columns, and this join has one row per segment and rate in force.
+        seg_q = seg.lazy().select(*_SEG_KEEP, *SEGMENT_DRIVERS.values())
+        ex = ex.lazy()
         on_seg = pl.concat(
             [
-                seg.join(ex.filter(pl.col("pool").is_not_null()), on=["pool", "slot"]),
-                seg.join(ex.filter(pl.col("pool").is_null()).drop("pool"), on="slot"),
+                seg_q.join(ex.filter(pl.col("pool").is_not_null()), on=["pool", "slot"]),
+                seg_q.join(ex.filter(pl.col("pool").is_null()).drop("pool"), on="slot"),
             ],
             how="diagonal_relaxed",
         )
@@ -223,21 +233,23 @@ def spread_costs(
             (pl.col("rate") * q_expr).alias("amount"),
             pl.when(pl.col("is_rate")).then(pl.lit("rate")).otherwise(pl.lit("cost")).alias("origin"),
         )
-        rate_money = on_seg.filter(pl.col("is_rate"))
-        inputs.append(
-            rate_money.group_by("category", "pool").agg(pl.col("amount").sum()).select(
-                pl.lit("rate").alias("origin"), (pl.lit("rate:") + pl.col("pool")).alias("id"), "category", "pool",
-                "amount",
-            )
+        rate_in = on_seg.filter(pl.col("is_rate")).group_by("category", "pool").agg(pl.col("amount").sum()).select(
+            pl.lit("rate").alias("origin"), (pl.lit("rate:") + pl.col("pool")).alias("id"), "category", "pool",
+            "amount",
         )
-        pieces.append(_money_frame(destination(on_seg.filter(pl.col("amount") != 0))))
+        # One plan for both: the join is computed once and only money columns materialise.
+        rate_in, spread_money = pl.collect_all([rate_in, _money_frame(destination(on_seg.filter(pl.col("amount") != 0)))])
+        inputs.append(rate_in)
+        pieces.append(spread_money)
 
     # ---- measured energy: priced where no power cost row covers the time -----------------
     if "power" in included:
         covered = set()
         for k0, k1 in shared.filter(pl.col("category") == "power").select("k0", "k1").iter_rows():
             covered.update(range(k0, k1 + 1))
-        measured = seg.filter(~pl.col("slot").is_in(sorted(covered)) & (pl.col("kwh_fac") > 0)).with_columns(
+        measured = seg.filter(~pl.col("slot").is_in(sorted(covered)) & (pl.col("kwh_fac") > 0)).select(
+            *_SEG_KEEP, "kwh_fac", "price_kwh"
+        ).with_columns(
             (pl.col("kwh_fac") * pl.col("price_kwh")).alias("amount"),
             pl.lit("power").alias("category"),
             pl.lit("energy").alias("origin"),

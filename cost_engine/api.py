@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from .bundle import Bundle, read_bundle
 from .config import Config, load_config
 from .engine import Computation, compute
+from .telemetry import StoreTelemetry, TelemetrySource
 
 CONFIG_NAME = "ailedger.toml"
 
@@ -22,18 +24,30 @@ def find_config(source: str | Path, config_path: str | Path | None) -> Path | No
     return None
 
 
-def load_source(source: str | Path, config: Config) -> Bundle:
-    """Read a bundle folder, or the contents of an ailedger DuckDB store."""
+def load_source(source: str | Path, config: Config) -> tuple[Bundle, TelemetrySource | None]:
+    """Read a bundle folder, or an ailedger DuckDB store: (bundle, telemetry source).
+
+    From a store every table but telemetry is loaded; the telemetry stays in the store and
+    the engine reads it window by window through the returned source. From a folder the
+    bundle holds its telemetry and the source is None (the engine reads the bundle's frame).
+    """
     from . import store
+    from .contract import TABLE_NAMES
 
     p = Path(source)
-    if p.is_file() and store.is_store(p):
-        return store.load_bundle(p)
-    return read_bundle(p, config)
+    if not (p.is_file() and store.is_store(p)):
+        return read_bundle(p, config), None
+    bundle = store.load_bundle(p, tables=[t for t in TABLE_NAMES if t != "telemetry"])
+    telemetry = StoreTelemetry(p)
+    with telemetry.reader() as r:
+        if r.listed:  # the table stays in the store, but the source had it
+            bundle = replace(bundle, present=bundle.present | {"telemetry"})
+    return bundle, telemetry
 
 
 def run(source: str | Path, config_path: str | Path | None = None, config: Config | None = None) -> Computation:
     """Compute everything for a source under a config (explicit object, file, or discovered)."""
     if config is None:
         config = load_config(find_config(source, config_path))
-    return compute(load_source(source, config), config)
+    bundle, telemetry = load_source(source, config)
+    return compute(bundle, config, telemetry=telemetry)

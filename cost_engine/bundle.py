@@ -4,21 +4,27 @@ Every format is first read into a frame of raw columns (strings, or already-type
 columns) with a `_row` column; one shared, vectorised validation pipeline then parses,
 checks and deduplicates it, so all three formats accept and reject exactly the same rows.
 
-Large CSV files (`STREAM_MIN_BYTES` and up) are not loaded whole: they are parsed and
-validated batch by batch, and the valid rows are spilled to Arrow files that the returned
-frame memory-maps (see `_stream_csv`), so the memory of reading stays bounded whatever the
-file size. Both paths give the same rows, rejections and notes.
+Large CSV and Parquet files (`STREAM_MIN_BYTES` and up; gzip and Parquet count 8x their
+size) are not loaded whole: they are read and validated batch by batch, and the valid rows
+are spilled to Arrow files that the returned frame memory-maps (see `_stream_batches`), so
+the memory of reading stays bounded whatever the file size. Both paths give the same rows,
+rejections and notes.
 """
 
 from __future__ import annotations
 
+import collections
+import concurrent.futures
+import contextlib
 import gzip
 import io
 import json
 import math
+import mmap
 import os
 import shutil
 import tempfile
+import weakref
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -75,12 +81,15 @@ _MAX_EPOCH_S = 1e11
 # reconciliation could no longer balance. Such values are rejected as too large.
 _MAX_MAGNITUDE = 1e15
 
-# Streaming of large CSV files (module attributes so tests can force the streaming path).
-STREAM_MIN_BYTES = 32 * 2**20  # plain CSV files this big (gzip: compressed size x 8) are streamed
+# Streaming of large files (module attributes so tests can force the streaming path).
+STREAM_MIN_BYTES = 32 * 2**20  # plain CSV files this big (gzip, Parquet: file size x 8) are streamed
 STREAM_BATCH_BYTES = 4 * 2**20  # CSV text per chunk; validating it takes some 20x that in memory
+STREAM_BATCH_ROWS = 2**20  # Parquet rows per batch (about 100 MB of telemetry while validated)
+# Compressed formats are judged by an estimate of their inflated size.
+_INFLATION = 8
 # costs stay in memory: currency conversion notes are per table, and cost files are small.
 _NOT_STREAMED = frozenset({"costs"})
-_HASH = "__key_hash__"  # key hash of a spilled row, to find duplicates across batches
+_SPILLS_IN_FLIGHT = 2  # validated batches waiting for the spill writer (bounds memory)
 _HASH_BUCKETS = 32  # duplicate keys are searched bucket by bucket of key hashes
 
 # Magic bytes of files that are not CSV text, so a mis-named file fails with a useful message.
@@ -108,6 +117,9 @@ class Bundle:
     present: frozenset[str] = frozenset()
     # notes that are not rejections: identical duplicates dropped, etc. (what, detail)
     notes: list[tuple[str, str]] = field(default_factory=list)
+    # every table holds each record key once (read_bundle deduplicates), so the store may
+    # skip its own duplicate check; frames built by hand (importers, tests) keep it
+    unique_keys: bool = False
 
     def __getitem__(self, table: str) -> pl.DataFrame:
         return self.tables[table]
@@ -150,8 +162,9 @@ def read_bundle(path: str | Path, config: Config | None = None) -> Bundle:
         if file is None:
             tables[table] = empty(table)
             continue
-        if _streams(table, file):
-            valid, rej = _stream_csv(table, file, config, notes)
+        streamed = _stream(table, file, config, notes) if _streams(table, file) else None
+        if streamed is not None:
+            valid, rej = streamed
         else:
             raw = _read_raw(file)
             if raw.empty and raw.rejected.height == 0:
@@ -162,7 +175,7 @@ def read_bundle(path: str | Path, config: Config | None = None) -> Bundle:
         tables[table] = valid
         rejected.append(rej)
     all_rejected = pl.concat(rejected) if rejected else pl.DataFrame(schema=REJECTIONS_SCHEMA)
-    return Bundle(tables=tables, rejected=all_rejected, present=frozenset(files), notes=notes)
+    return Bundle(tables=tables, rejected=all_rejected, present=frozenset(files), notes=notes, unique_keys=True)
 
 
 def _find_table_files(root: Path) -> tuple[dict[str, Path], list[str]]:
@@ -309,7 +322,9 @@ def _drop_blank_rows(frame: pl.DataFrame) -> tuple[pl.DataFrame, tuple[int, ...]
     fields = [c for c in frame.columns if c != ROW]
     if not fields or frame.height == 0:
         return frame, ()
-    blank = pl.all_horizontal(pl.col(c).is_null() | (pl.col(c).str.strip_chars() == "") for c in fields)
+    blank = pl.all_horizontal(
+        _named(frame, c).is_null() | (_named(frame, c).str.strip_chars() == "") for c in fields
+    )
     rows = frame.filter(blank)[ROW]
     if rows.len() == 0:
         return frame, ()
@@ -372,11 +387,20 @@ def _read_parquet(path: Path) -> _RawFile:
     try:
         frame = pl.read_parquet(path)
     except Exception as exc:
-        raise BundleError(f"{path.name}: cannot read as Parquet: {_first_line(exc)}") from None
+        raise _parquet_error(path.name, exc) from None
     _reserve_row(frame.columns, path.name)
-    frame = frame.with_columns(_parquet_text(frame, name) for name in frame.columns)
-    frame = frame.with_row_index(ROW, offset=1).with_columns(pl.col(ROW).cast(pl.Int64))
+    frame = _parquet_columns(frame, 1)
     return _RawFile(frame, _no_rejections(), frame.height == 0)
+
+
+def _parquet_error(name: str, exc: Exception) -> BundleError:
+    return BundleError(f"{name}: cannot read as Parquet: {_first_line(exc)}")
+
+
+def _parquet_columns(frame: pl.DataFrame, first_row: int) -> pl.DataFrame:
+    """Parquet columns as the parsers take them, plus ROW numbered from first_row (a batch's place)."""
+    frame = frame.with_columns(_parquet_text(frame, name) for name in frame.columns)
+    return frame.with_row_index(ROW, offset=first_row).with_columns(pl.col(ROW).cast(pl.Int64))
 
 
 def _parquet_text(frame: pl.DataFrame, name: str) -> pl.Expr:
@@ -481,8 +505,9 @@ def _tidy_header(frame: pl.DataFrame, name: str) -> pl.DataFrame:
         if clean in seen or (base is not None and base in seen):
             raise BundleError(f"{name}: column {base or clean} appears more than once among the column names")
         seen.add(clean)
-    keep = [c for c, n in zip(frame.columns, names) if n != ""]  # a trailing comma's unnamed column
-    return frame.select(keep).rename({c: n for c, n in zip(frame.columns, names) if c in keep})
+    keep = [i for i, n in enumerate(names) if n != ""]  # a trailing comma's unnamed column
+    # By position: a file's column may be named "*" or "^...$", which pl.col would expand.
+    return pl.DataFrame([frame.to_series(i).rename(names[i]) for i in keep])
 
 
 def _reserve_row(columns: list[str], name: str) -> None:
@@ -495,39 +520,82 @@ def _first_line(exc: Exception) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
-# --------------------------------------------------------------------------- streaming large CSV
+# --------------------------------------------------------------------------- streaming large files
 
 
 def _streams(table: str, path: Path) -> bool:
-    """Whether a file is read batch by batch (big CSV) rather than whole."""
-    if table in _NOT_STREAMED or _format_of(path) != "csv":
+    """Whether a file is read batch by batch (big CSV or Parquet) rather than whole."""
+    fmt = _format_of(path)
+    if table in _NOT_STREAMED or fmt not in ("csv", "parquet"):
         return False
     try:
         size = path.stat().st_size
     except OSError:
         return False
-    if path.name.endswith(".gz"):
-        size *= 8  # a rough inflation ratio for text
+    if fmt == "parquet" or path.name.endswith(".gz"):
+        size *= _INFLATION  # compressed: a rough inflation ratio
     return size >= STREAM_MIN_BYTES
 
 
-def _stream_csv(
+def _stream(
     table: str, path: Path, config: Config, notes: list[tuple[str, str]]
-) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """validate_frame for a CSV file too big to hold as text: (valid rows, rejections).
+) -> tuple[pl.DataFrame, pl.DataFrame] | None:
+    """validate_frame for a file too big to hold whole: (valid rows, rejections).
 
-    The file is cut into chunks of about STREAM_BATCH_BYTES that end on a record boundary
-    (a newline outside quotes); each chunk, behind the header line, is parsed by polars and
-    goes through the same `_checked` pipeline a whole file would. Valid rows are written to
-    uncompressed Arrow IPC files in a private temporary folder and come back memory-mapped
-    (zero-copy), so the returned frame lives in the page cache, not in process memory; the
-    files are unlinked at once (the mapping keeps them readable on POSIX). Duplicate keys
-    across chunks are found through key hashes spilled in buckets; only rows whose key hash
-    repeats are then deduplicated in memory, exactly as `_dedupe` does for a whole file.
-    Rejections (usually few) are kept in memory.
+    None when the file is better read whole after all (a Parquet file without rows).
+    Spilled parts live in a private temporary folder, removed on the way out.
     """
     # Spill to disk, not to a RAM-backed /tmp (tmpfs): AILEDGER_SPILL_DIR picks the folder.
     spill = Path(tempfile.mkdtemp(prefix="ailedger-read-", dir=os.environ.get("AILEDGER_SPILL_DIR") or None))
+    try:
+        if _format_of(path) == "parquet":
+            return _stream_parquet(table, path, config, notes, spill)
+        return _stream_csv(table, path, config, notes, spill)
+    finally:
+        # Mapped parts stay readable after their files are unlinked (POSIX); where the platform
+        # refuses (Windows), the folder is left for the temp cleaner.
+        shutil.rmtree(spill, ignore_errors=True)
+
+
+def _stream_parquet(
+    table: str, path: Path, config: Config, notes: list[tuple[str, str]], spill: Path
+) -> tuple[pl.DataFrame, pl.DataFrame] | None:
+    """A Parquet file read STREAM_BATCH_ROWS rows at a time (polars skips whole row groups).
+
+    Each batch gets the columns `_read_parquet` would give it, with ROW continuing across
+    batches, so the shared batch pipeline sees exactly the rows of a whole read.
+    """
+    scan = pl.scan_parquet(path)
+    try:
+        header = scan.head(0).collect()
+        total = scan.select(pl.len()).collect().item()
+    except Exception as exc:
+        raise _parquet_error(path.name, exc) from None
+    if total == 0:
+        return None  # nothing to stream; the whole-file path notes the empty file
+    _reserve_row(header.columns, path.name)
+    header = _tidy_header(_parquet_columns(header, 1), path.name)
+    step = max(1, STREAM_BATCH_ROWS)
+
+    def batches() -> Iterator[pl.DataFrame]:
+        for lo in range(0, total, step):
+            try:
+                frame = scan.slice(lo, step).collect()
+            except Exception as exc:
+                raise _parquet_error(path.name, exc) from None
+            yield _tidy_header(_parquet_columns(frame, lo + 1), path.name)
+
+    return _stream_batches(table, path.name, header, batches(), config, notes, spill)
+
+
+def _stream_csv(
+    table: str, path: Path, config: Config, notes: list[tuple[str, str]], spill: Path
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """A CSV file too big to hold as text, cut into chunks of about STREAM_BATCH_BYTES.
+
+    Chunks end on a record boundary (a newline outside quotes); each chunk, behind the header
+    line, is parsed by polars and goes through the shared batch pipeline (`_stream_batches`).
+    """
     chunks: _CsvChunks | None = None
     try:
         source = _inflate(path, spill) if path.name.endswith(".gz") else path
@@ -544,8 +612,8 @@ def _stream_csv(
             return validate_frame(table, pl.DataFrame(schema={ROW: pl.Int64}), config, path.name)
         _reserve_row(header.columns[1:], path.name)
         header = _tidy_header(header, path.name).with_columns(pl.col(ROW).cast(pl.Int64))
+        blank: list[int] = []
         if header.width == 1:  # no named column: an empty file unless some row has a value
-            blank = []
             try:
                 for batch in chunks:
                     batch, skipped = _drop_blank_rows(batch)
@@ -560,57 +628,101 @@ def _stream_csv(
             notes.append(("empty file", path.name))
             _note_blank_rows(notes, path.name, blank)
             return validate_frame(table, pl.DataFrame(schema={ROW: pl.Int64}), config, path.name)
-        _check_columns(table, header, path.name)
 
-        names = [c.name for c in TABLES[table]]
-        extras = [c for c in header.columns if c != ROW and c not in names]
-        key = list(RECORD_KEYS.get(table, ())) or names
-        template, _ = _checked(table, header, config)  # the schema of valid rows
-        buckets = _HashBuckets(spill)
-        parts: list[pl.DataFrame] = []
-        bad: list[pl.DataFrame] = []
-        blank: list[int] = []
-        rows_in = 0
-        try:
-            for number, batch in enumerate(chunks):
+        def batches() -> Iterator[pl.DataFrame]:
+            for batch in chunks:
                 batch = _tidy_header(batch, path.name).with_columns(pl.col(ROW).cast(pl.Int64))
                 batch, skipped = _drop_blank_rows(batch)
-                blank += skipped
-                rows_in += batch.height
-                good, rejected = _checked(table, batch, config)
-                bad.append(rejected)
-                if good.height:
-                    good = good.with_columns(pl.struct(key).hash().alias(_HASH))
-                    buckets.add(good[_HASH])
-                    parts.append(_spill(good, spill / f"part-{number:06d}.arrow"))
-        finally:
-            buckets.close()
-        if rows_in == 0:
-            notes.append(("empty file", path.name))
-        _note_blank_rows(notes, path.name, blank)
+                blank.extend(skipped)
+                yield batch
 
-        conflicts = pl.DataFrame(schema={"row": pl.Int64, "reason": pl.String})
-        repeated = buckets.repeated()
-        if repeated.len():
-            suspects = pl.concat([p.filter(pl.col(_HASH).is_in(repeated.implode())) for p in parts])
-            kept, conflicts, dropped = _dedupe(table, suspects.drop(_HASH), names)
-            removed = suspects[ROW].filter(~suspects[ROW].is_in(kept[ROW].implode()))
-            if dropped:
-                notes.append(("duplicate rows", f"{table}: {dropped} identical duplicate rows counted once"))
-            parts = [_without_rows(p, removed, spill / f"kept-{i:06d}.arrow") for i, p in enumerate(parts)]
-
-        good_all = pl.concat(parts, rechunk=False) if parts else template
-        rejected_all = pl.concat([*bad, conflicts]).sort("row").select(
-            pl.lit(table, pl.String).alias("table"), "row", "reason", pl.lit(path.name, pl.String).alias("file")
-        )
-        valid = _finish(table, good_all.drop(_HASH, strict=False), extras, config, notes)
-        return valid, rejected_all.cast(dict(REJECTIONS_SCHEMA))
+        return _stream_batches(table, path.name, header, batches(), config, notes, spill, blank)
     finally:
         if chunks is not None:
             chunks.close()
-        # Mapped parts stay readable after their files are unlinked (POSIX); where the platform
-        # refuses (Windows), the folder is left for the temp cleaner.
-        shutil.rmtree(spill, ignore_errors=True)
+
+
+def _stream_batches(
+    table: str,
+    name: str,
+    header: pl.DataFrame,
+    batches: Iterator[pl.DataFrame],
+    config: Config,
+    notes: list[tuple[str, str]],
+    spill: Path,
+    blank: list[int] | None = None,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """validate_frame over a file's batches (raw columns plus ROW), memory bounded by one batch.
+
+    Each batch goes through the same `_checked` pipeline a whole file would. Valid rows are
+    written to uncompressed Arrow IPC files in `spill` and come back memory-mapped (zero-copy),
+    so the returned frame lives in the page cache, not in process memory; the files are
+    unlinked by the caller (the mapping keeps them readable on POSIX). Duplicate keys across
+    batches are found through key hashes spilled in buckets; only rows whose key hash repeats
+    are then deduplicated in memory, exactly as `_dedupe` does for a whole file. Rejections
+    (usually few) are kept in memory. `blank` is filled by a CSV reader while it is iterated
+    (rows skipped as blank), and noted after the rows.
+    """
+    _check_columns(table, header, name)
+    names = [c.name for c in TABLES[table]]
+    extras = [c for c in header.columns if c != ROW and c not in names]
+    key = list(RECORD_KEYS.get(table, ())) or names
+    template, _ = _checked(table, header, config)  # the schema of valid rows
+    buckets = _HashBuckets(spill)
+    bad: list[pl.DataFrame] = []
+    rows_in = 0
+    # Writing a batch's valid rows is disk work (gigabytes at fleet scale) and releases the
+    # GIL: one writer thread spills batch k while this thread validates batch k + 1. At most
+    # _SPILLS_IN_FLIGHT batches wait for the writer, so memory stays bounded.
+    pending: collections.deque[concurrent.futures.Future[pl.DataFrame]] = collections.deque()
+    done: list[concurrent.futures.Future[pl.DataFrame]] = []
+    writer = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="ailedger-spill")
+    try:
+        for number, batch in enumerate(batches):
+            rows_in += batch.height
+            good, rejected = _checked(table, batch, config)
+            bad.append(rejected)
+            if good.height:
+                buckets.add(_key_hashes(good, key))
+                pending.append(writer.submit(_spill, good, spill / f"part-{number:06d}.arrow"))
+                del good
+                while len(pending) > _SPILLS_IN_FLIGHT:
+                    pending[0].result()
+                    done.append(pending.popleft())
+        done += pending
+        parts = [f.result() for f in done]
+    finally:
+        writer.shutdown(wait=True, cancel_futures=True)
+        buckets.close()
+    if rows_in == 0:
+        notes.append(("empty file", name))
+    _note_blank_rows(notes, name, blank or [])
+
+    conflicts = pl.DataFrame(schema={"row": pl.Int64, "reason": pl.String})
+    repeated = buckets.repeated()
+    if repeated.len():
+        suspects = pl.concat([p.filter(_key_hashes(p, key).is_in(repeated.implode())) for p in parts])
+        kept, conflicts, dropped = _dedupe(table, suspects, names)
+        removed = suspects[ROW].filter(~suspects[ROW].is_in(kept[ROW].implode()))
+        if dropped:
+            notes.append(("duplicate rows", f"{table}: {dropped} identical duplicate rows counted once"))
+        parts = [_without_rows(p, removed, spill / f"kept-{i:06d}.arrow") for i, p in enumerate(parts)]
+
+    good_all = pl.concat(parts, rechunk=False) if parts else template
+    rejected_all = pl.concat([*bad, conflicts]).sort("row").select(
+        pl.lit(table, pl.String).alias("table"), "row", "reason", pl.lit(name, pl.String).alias("file")
+    )
+    valid = _finish(table, good_all, extras, config, notes)
+    return valid, rejected_all.cast(dict(REJECTIONS_SCHEMA))
+
+
+def _key_hashes(frame: pl.DataFrame, key: list[str]) -> pl.Series:
+    """A hash of each row's record key, the same for the same key in any batch.
+
+    Recomputed where needed rather than spilled with the rows (8 bytes a row less to write);
+    hash_rows costs a fraction of hashing a struct.
+    """
+    return frame.select(key).hash_rows()
 
 
 class _CsvChunks:
@@ -734,11 +846,31 @@ def _spill(frame: pl.DataFrame, path: Path) -> pl.DataFrame:
     table = frame.to_arrow(compat_level=pl.CompatLevel.newest())
     with pa.OSFile(str(path), "wb") as sink, pa_ipc.new_file(sink, table.schema) as writer:
         writer.write_table(table)
-    with pa.memory_map(str(path), "r") as source:
-        mapped = pa_ipc.open_file(source).read_all()
+    with path.open("rb") as fh:
+        view = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    _MAPPED.add(view)
+    mapped = pa_ipc.open_file(pa.BufferReader(pa.py_buffer(view))).read_all()
     out = pl.from_arrow(mapped, rechunk=False)
     assert isinstance(out, pl.DataFrame)
     return out
+
+
+# Spilled files mapped by live frames (weakly held: a map goes with the last frame using it).
+_MAPPED: weakref.WeakSet[mmap.mmap] = weakref.WeakSet()
+
+
+def release_pages() -> None:
+    """Drop spilled pages a reader already went through from this process's resident set.
+
+    A scan of a streamed frame (e.g. an ingest) faults every page of it in, and mapped pages
+    count as resident until unmapped; the data stays in the page cache (and in the file), so
+    a later read simply maps it again. Called by long scans after each batch to bound memory.
+    """
+    if not hasattr(mmap, "MADV_DONTNEED"):
+        return
+    for view in list(_MAPPED):
+        with contextlib.suppress(ValueError, OSError):
+            view.madvise(mmap.MADV_DONTNEED)
 
 
 def _without_rows(part: pl.DataFrame, rows: pl.Series, path: Path) -> pl.DataFrame:
@@ -838,10 +970,16 @@ def _finish(
     """Canonical columns in contract order, then the file's extra columns as strings."""
     names = list(schema(table))
     if table != "costs":
-        return good.select(*names, *(pl.col(c).cast(pl.String) for c in extras))
+        return good.select(*names, *(_named(good, c).cast(pl.String) for c in extras))
     good = _convert_currency(good, config, extras, notes)
     others = [c for c in extras if c not in _COST_ORIGINALS]
-    return good.select(*names, *(pl.col(c).cast(pl.String) for c in others), *_COST_ORIGINALS)
+    return good.select(*names, *(_named(good, c).cast(pl.String) for c in others), *_COST_ORIGINALS)
+
+
+def _named(frame: pl.DataFrame, name: str) -> pl.Expr:
+    """The column called `name`, taken by position: a file's own column names may be "*" or
+    "^...$", which pl.col would read as a wildcard or a regex."""
+    return pl.nth(frame.columns.index(name)).alias(name)
 
 
 def _check_columns(table: str, raw: pl.DataFrame, file: str) -> None:

@@ -12,6 +12,7 @@ from .config import Config
 from .contract import IDLE, TS
 from .ledger import Ledger, Period, build_ledger, cards_frame, clip, day_edges, resolve_period
 from .ownership import Ownership
+from .telemetry import FrameTelemetry, TelemetrySource
 
 J_PER_KWH = 3_600_000.0
 
@@ -33,7 +34,8 @@ class Computation:
     requests: pl.DataFrame  # requests in the period, resolved
     models: pl.DataFrame  # by_model table
     idle: pl.DataFrame  # idle pieces with cause (s_idx, kind, cause, gpu_hours, idle_frac, energy_kwh_gpu)
-    samples: pl.DataFrame  # telemetry sample intervals (for gaps and timelines)
+    card_energy: pl.DataFrame  # per card and quarter hour (UTC): joules of the samples starting there
+    telemetry: TelemetrySource  # where raw samples are read from (card timelines)
     allocations: pl.DataFrame  # allocations in the period, resolved
     bundle: Bundle
     rejected: pl.DataFrame
@@ -74,7 +76,12 @@ def _tariff_per_interval(intervals: pl.DataFrame, tariffs: pl.DataFrame, flat: f
     )
 
 
-def compute(bundle: Bundle, config: Config) -> Computation:
+def compute(bundle: Bundle, config: Config, telemetry: TelemetrySource | None = None) -> Computation:
+    """Everything for one bundle under one config.
+
+    `telemetry` is where samples are read from when they are not in the bundle (the store:
+    see telemetry.StoreTelemetry); by default the bundle's own telemetry table.
+    """
     gaps: list[tuple[str, str]] = list(bundle.notes)
     rejected = [bundle.rejected.select("table", "row", "reason")]
     period = resolve_period(config, bundle["allocations"])
@@ -121,9 +128,11 @@ def compute(bundle: Bundle, config: Config) -> Computation:
              f"{row['gpu_id']}: shares sum to {row['share_sum']:g} for {row['s'] / 3600:.2f} h from {row['t0']:%Y-%m-%d %H:%M}Z; split pro rata")
         )
 
-    tele = bundle["telemetry"].join(cards.select("gpu_id"), on="gpu_id", how="semi")
-    if bundle["telemetry"].height > tele.height:
-        gaps.append(("telemetry", f"{bundle['telemetry'].height - tele.height} samples of cards outside the inventory ignored"))
+    source = telemetry if telemetry is not None else FrameTelemetry(bundle["telemetry"])
+    with source.reader() as r:
+        outside = r.outside(cards["gpu_id"])
+    if outside:
+        gaps.append(("telemetry", f"{outside} samples of cards outside the inventory ignored"))
     multi = (
         alloc.filter(pl.col("job_id").is_not_null())
         .group_by("job_id")
@@ -138,14 +147,13 @@ def compute(bundle: Bundle, config: Config) -> Computation:
         .select("e_idx", "job_id")
         .unique()
     )
-    if tele.height:
-        act, samples, oversized = activity.interval_activity(tele, ledger.intervals, config.activity, jobs)
-        resets = samples.filter(pl.col("counter_reset"))
-        for r in resets.head(10).iter_rows(named=True):
+    ta = activity.interval_activity(source, ledger.intervals, config.activity, period.start, period.end, jobs)
+    act, oversized = ta.per_interval, ta.oversized
+    has_telemetry = ta.samples > 0
+    if has_telemetry:
+        for r in ta.resets.head(10).iter_rows(named=True):
             gaps.append(("energy counter reset", f"{r['gpu_id']} at {r['ts']:%Y-%m-%d %H:%M:%S}Z: that interval uses power x time"))
     else:
-        act, samples = activity.empty_activity(ledger.intervals), activity.sample_intervals(tele, 1)
-        oversized = activity.empty_oversized()
         gaps.append(("telemetry", "no telemetry: active hours, utilization and energy are unknown"))
 
     allocs = own.resolve(alloc.select("allocation_id", "owner", "source", "workload", "job_id", "model", "gpu_id",
@@ -173,7 +181,7 @@ def compute(bundle: Bundle, config: Config) -> Computation:
     coverage_gap = seg.filter(pl.col("allocation_id").is_not_null()).select(
         (pl.col("alloc_h") - pl.col("covered_h")).sum()
     ).item()
-    if coverage_gap and coverage_gap > 1e-9 and tele.height:
+    if coverage_gap and coverage_gap > 1e-9 and has_telemetry:
         gaps.append(("telemetry coverage", f"{coverage_gap:.2f} allocated GPU-hours have no telemetry (neither active nor idle)"))
     no_energy = seg.filter((pl.col("covered_h") > 0) & (pl.col("energy_s") < pl.col("covered_s") - 1e-6))
     if no_energy.height:
@@ -184,7 +192,8 @@ def compute(bundle: Bundle, config: Config) -> Computation:
     return Computation(
         config=config, period=period, ledger=ledger, ownership=own, seg=seg, money=money,
         money_spread=spread.money, money_before_recharge=money_before, inputs=spread.inputs, cost_rates=spread.cost_rates,
-        requests=req, models=models, idle=idle_pieces, samples=samples, allocations=allocs, bundle=bundle,
+        requests=req, models=models, idle=idle_pieces, card_energy=ta.card_energy, telemetry=source,
+        allocations=allocs, bundle=bundle,
         rejected=pl.concat(rejected), gaps=gaps,
     )
 

@@ -146,9 +146,10 @@ def detail(seg: pl.DataFrame, pieces: pl.DataFrame, money: pl.DataFrame) -> pl.D
     time cost whatever the idle treatment; allocated idle carries its share of the holder's cost.
     """
     seg_cost = (
-        money.filter(pl.col("s_idx").is_not_null())
+        money.lazy().filter(pl.col("s_idx").is_not_null())
         .group_by("s_idx")
         .agg(pl.col("amount").sum().alias("seg_cost"))
+        .collect()
     )
     cols = ["s_idx", "gpu_id", "pool", "node", "accelerator", "allocation_id", "job_id", "owner", "source",
             "tenant", "project", "model", "workload", "day", "t0", "t1"]

@@ -18,6 +18,11 @@ class Explanation:
     total_cost: float
 
 
+_MONEY_COLS = ("allocation_id", "s_idx", "gpu_id", "model", "workload", "category", "origin", "cost_id", "amount")
+_REQUEST_COLS = ("request_id", "ts", "model", "owner", "source", "project", "input_tokens", "cached_input_tokens",
+                 "output_tokens", "requests", "status", "good")
+
+
 def _filter(tenant: str | None, project: str | None, model: str | None) -> pl.Expr:
     e = pl.lit(True)
     if tenant is not None:
@@ -38,16 +43,21 @@ def explain(
     the cost that landed on it (after recharge and idle chargeback).
     """
     if model is not None and tenant is None and project is None:
-        money = comp.money_before_recharge.filter(
+        m_frame, m_where = comp.money_before_recharge, (
             (pl.col("model") == model) & (pl.col("workload") == "inference") & (pl.col("dest") != "idle")
         )
-        seg = comp.seg.filter((pl.col("model") == model) & (pl.col("workload") == "inference"))
-        reqs = comp.requests.filter(pl.col("model") == model)
+        s_where = (pl.col("model") == model) & (pl.col("workload") == "inference")
+        r_where = pl.col("model") == model
     else:
         f = _filter(tenant, project, model)
-        money = comp.money.filter((pl.col("dest") == "owner") & f)
-        seg = comp.seg.filter(pl.col("project").is_not_null() & f)
-        reqs = comp.requests.filter(pl.col("project").is_not_null() & f)
+        m_frame, m_where = comp.money, (pl.col("dest") == "owner") & f
+        s_where = pl.col("project").is_not_null() & f
+        r_where = pl.col("project").is_not_null() & f
+    # Lazy with the columns used: the filters scan millions of money rows at fleet scale, and
+    # only the entity's rows of a few columns are materialised.
+    money = m_frame.lazy().filter(m_where).select(_MONEY_COLS).collect()
+    seg = comp.seg.lazy().filter(s_where).select("allocation_id", "gpu_id", "alloc_h", "active_h").collect()
+    reqs = comp.requests.lazy().filter(r_where).select(_REQUEST_COLS).collect()
 
     hours = seg.group_by("allocation_id").agg(
         pl.col("gpu_id").first(), pl.col("alloc_h").sum().alias("allocated_gpu_hours"),
@@ -71,8 +81,7 @@ def explain(
         .sort(["cost", "allocation_id"], descending=[True, False])
     )
     costs = _cost_contributions(comp, money)
-    requests = reqs.select("request_id", "ts", "model", "owner", "source", "project", "input_tokens",
-                           "cached_input_tokens", "output_tokens", "requests", "status", "good").sort("ts")
+    requests = reqs.sort("ts")
     return Explanation(allocations=allocations, costs=costs, requests=requests,
                        total_cost=float(money["amount"].sum()))
 

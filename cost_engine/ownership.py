@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from typing import TypeVar
+
 import polars as pl
+
+FrameT = TypeVar("FrameT", pl.DataFrame, pl.LazyFrame)
 
 NO_TENANT = "(no tenant)"
 
@@ -38,22 +42,30 @@ class Ownership:
             identity=owners.height == 0 and aliases.height == 0,
         )
 
-    def resolve(self, frame: pl.DataFrame, owner: str = "owner", source: str = "source") -> pl.DataFrame:
-        """Add `project` and `tenant` (null when the key maps nowhere: unattributed)."""
+    def resolve(self, frame: FrameT, owner: str = "owner", source: str = "source") -> FrameT:
+        """Add `project` and `tenant` (null when the key maps nowhere: unattributed).
+
+        Takes a DataFrame or a LazyFrame and returns the same kind.
+        """
         if self.identity:
             return frame.with_columns(pl.col(owner).alias("project"), pl.col(owner).alias("tenant"))
+        lazy = isinstance(frame, pl.LazyFrame)
+
+        def side(f: pl.DataFrame):
+            return f.lazy() if lazy else f
+
         via_alias = frame.join(
-            self.aliases.rename({"source": "_src", "key": "_key", "project": "_alias_project"}),
+            side(self.aliases.rename({"source": "_src", "key": "_key", "project": "_alias_project"})),
             left_on=[source, owner],
             right_on=["_src", "_key"],
             how="left",
         )
-        direct = self.projects.select(pl.col("project").alias("_direct_project"))
+        direct = side(self.projects.select(pl.col("project").alias("_direct_project")))
         out = via_alias.join(direct, left_on=owner, right_on="_direct_project", how="left", coalesce=False)
         out = out.with_columns(pl.coalesce("_alias_project", "_direct_project").alias("project")).drop(
             "_alias_project", "_direct_project"
         )
-        return out.join(self.projects.select("project", "tenant"), on="project", how="left")
+        return out.join(side(self.projects.select("project", "tenant")), on="project", how="left")
 
     def tenants_without_owner_row(self) -> list[str]:
         return self.projects.filter(pl.col("tenant") == NO_TENANT)["project"].to_list()

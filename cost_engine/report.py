@@ -35,13 +35,14 @@ def _div(a: float | None, b: float | None) -> float | None:
 def owner_table(comp: Computation, keys: list[str]) -> pl.DataFrame:
     """Measures per owner (tenant or tenant+project): cost where it landed, hours, energy, tokens."""
     owned = pl.col("dest") == "owner"
-    cost = comp.money.filter(owned).group_by(keys).agg(
+    # Lazy: the filters then read only the columns the sums need, not every money column.
+    cost = comp.money.lazy().filter(owned).group_by(keys).agg(
         pl.col("amount").sum().alias("cost"),
         pl.col("amount").filter(pl.col("category") == "power").sum().alias("energy_cost"),
         # What the owner pays for the tokens it sent: model cost recharged onto it.
-        pl.col("amount").filter(pl.col("origin").str.contains("recharge")).sum().alias("inference_cost"),
-    )
-    held = comp.seg.filter(pl.col("project").is_not_null()).group_by(keys).agg(
+        pl.col("amount").filter(pl.col("origin").str.contains("recharge", literal=True)).sum().alias("inference_cost"),
+    ).collect()
+    held = comp.seg.lazy().filter(pl.col("project").is_not_null()).group_by(keys).agg(
         pl.col("alloc_h").sum().alias("allocated_gpu_hours"),
         pl.col("active_h").sum().alias("active_gpu_hours"),
         pl.col("covered_h").sum().alias("covered_gpu_hours"),
@@ -51,11 +52,11 @@ def owner_table(comp: Computation, keys: list[str]) -> pl.DataFrame:
         (pl.col("kwh_fac") * pl.col("carbon_g_per_kwh").fill_null(0.0)).sum().truediv(1000).alias("carbon_kg"),
         (pl.col("alloc_h") * 3600).sum().alias("_held_s"),
         pl.col("joules").sum().alias("_joules"),
-    )
-    tok = comp.requests.filter(pl.col("project").is_not_null()).group_by(keys).agg(
+    ).collect()
+    tok = comp.requests.lazy().filter(pl.col("project").is_not_null()).group_by(keys).agg(
         *(pl.col(c).sum() for c in TOKEN_COLS), pl.col("requests").sum(),
         pl.col("tokens").filter(pl.col("good")).sum().alias("good_tokens"),
-    )
+    ).collect()
     t = cost.join(held, on=keys, how="full", coalesce=True).join(tok, on=keys, how="full", coalesce=True)
     t = t.with_columns(
         pl.col("cost", "inference_cost", "energy_cost", "allocated_gpu_hours", "active_gpu_hours",
@@ -109,10 +110,10 @@ def totals(comp: Computation) -> dict:
         "cost_per_allocated_gpu_hour": _div(cost, s["allocated"]),
         "energy_kwh_gpu": s["kwh_gpu"],
         "energy_kwh_facility": s["kwh_fac"],
-        "energy_cost": float(money.filter(pl.col("category") == "power")["amount"].sum()),
+        "energy_cost": float(money.select(pl.col("amount").filter(pl.col("category") == "power").sum()).item()),
         **tok,
         "requests": int(req["requests"].sum()),
-        "good_tokens": int(req.filter(pl.col("good"))["tokens"].sum()),
+        "good_tokens": int(req.select(pl.col("tokens").filter(pl.col("good")).sum()).item()),
         "cost_per_million_tokens": _div(float(served["cost"].sum()) * 1e6, served_tokens),
         "cost_per_million_good_tokens": _div(float(served["cost"].sum()) * 1e6, served_good),
         "output_tokens_per_joule": _div(float(m["output_tokens"].filter(m["joules"] > 0).sum()), model_joules),
@@ -131,7 +132,8 @@ def totals(comp: Computation) -> dict:
 def reconciliation(comp: Computation) -> dict:
     money = comp.money
     input_cost = float(comp.inputs["amount"].sum())
-    by = {d: float(money.filter(pl.col("dest") == d)["amount"].sum()) for d in ("owner", IDLE, UNATTRIBUTED)}
+    sums = money.select(pl.col("amount").filter(pl.col("dest") == d).sum().alias(d) for d in ("owner", IDLE, UNATTRIBUTED))
+    by = {d: float(sums[d].item()) for d in ("owner", IDLE, UNATTRIBUTED)}
     diff = input_cost - by["owner"] - by[IDLE] - by[UNATTRIBUTED]
     return {
         "input_cost": input_cost,
@@ -144,9 +146,10 @@ def reconciliation(comp: Computation) -> dict:
 
 def unattributed(comp: Computation) -> list[dict]:
     u = (
-        comp.money.filter(pl.col("dest") == UNATTRIBUTED)
+        comp.money.lazy().filter(pl.col("dest") == UNATTRIBUTED)
         .group_by(pl.col("u_source").alias("source"), pl.col("u_key").alias("key"))
         .agg(pl.col("amount").sum().alias("cost"))
+        .collect()
     )
     # Every record carrying an unmapped key counts, including those that carried no cost.
     recs = pl.concat(

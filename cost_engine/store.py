@@ -51,6 +51,7 @@ SCHEMA_VERSION = 2
 # Version of the content-hash formula; a change to _hash_expr needs a migration that rehashes.
 HASH_VERSION = 1
 DEFAULT_BATCH_ROWS = 1_000_000
+INGEST_MEMORY_LIMIT = "1GB"  # DuckDB's memory cap during an ingest (a constant, never user input)
 # How long a reader (load_bundle, data_version, query_records, ...) or an ingest waits for a
 # store another connection holds, before StoreBusy.
 READ_WAIT_S = float(os.environ.get("AILEDGER_STORE_READ_WAIT_S", "120"))
@@ -198,15 +199,15 @@ def _order_cols(table: str) -> list[str]:
     return list(_key_cols(table)) or _cols(table)
 
 
-def _hash_expr(table: str) -> str:
-    """md5 over `name=value` pieces of the non-NULL canonical columns.
+def _hash_expr(table: str, alias: str | None = None) -> str:
+    """md5 over `name=value` pieces of the non-NULL canonical columns (of `alias`, if given).
 
     Strings are length-prefixed (no ambiguity), timestamps are epoch microseconds, numbers their
     DuckDB text. NULL pieces vanish in concat_ws, so a new nullable column leaves old hashes valid.
     """
     parts = []
     for c in TABLES[table]:
-        col = _q(c.name)
+        col = f"{alias}.{_q(c.name)}" if alias else _q(c.name)
         sqlt = _sql_type(c.dtype)
         if sqlt == "VARCHAR":
             v = f"CAST(length({col}) AS VARCHAR) || ':' || {col}"
@@ -216,6 +217,13 @@ def _hash_expr(table: str) -> str:
             v = f"CAST({col} AS VARCHAR)"
         parts.append(f"'{c.name}=' || {v}")
     return f"md5_number(concat_ws(chr(31), {', '.join(parts)}))"
+
+
+def _stored_hash(table: str, alias: str) -> str:
+    """A stored row's content hash. Keyed rows written by the fast path store NULL (hashing
+    every row is most of an insert's cost); their hash is computed here, only for the rows a
+    later ingest meets by key, with the same function, so the comparison is the same."""
+    return f"coalesce({alias}._content_hash, {_hash_expr(table, alias)})"
 
 
 def _key_match(table: str, a: str, b: str) -> str:
@@ -458,6 +466,10 @@ def data_version(db_path: str | Path, *, wait_s: float | None = None) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
+# Rows per Arrow batch handed to DuckDB (see _arrow).
+_SCAN_ROWS = 2**17
+
+
 def _canonical(table: str, frame: pl.DataFrame) -> pl.DataFrame:
     """The frame with exactly the contract columns, in order and dtype (missing ones NULL)."""
     target = schema(table)
@@ -508,7 +520,7 @@ def _store_conflicts(con: duckdb.DuckDBPyConnection, table: str) -> list[Conflic
     if not keys:
         return []  # keyed by content: a different content is a different record
     stage = _q(f"_stage_{table}")
-    where = f"FROM {stage} s JOIN {_q(table)} t ON {_key_match(table, 't', 's')} WHERE s._h <> t._content_hash"
+    where = f"FROM {stage} s JOIN {_q(table)} t ON {_key_match(table, 't', 's')} WHERE s._h <> {_stored_hash(table, 't')}"
     row = _one(con, f"SELECT count(*) {where}")
     n = int(row[0]) if row else 0
     if not n:
@@ -536,7 +548,7 @@ def _ingest_table(
     if replace and _key_cols(table):
         row = _one(con, 
             f"DELETE FROM {target} t WHERE EXISTS (SELECT 1 FROM {stage} s "
-            f"WHERE {_key_match(table, 't', 's')} AND s._h <> t._content_hash)"
+            f"WHERE {_key_match(table, 't', 's')} AND s._h <> {_stored_hash(table, 't')})"
         )
         replaced = int(row[0]) if row else 0
     cols = _cols(table)
@@ -562,6 +574,114 @@ def _ingest_table(
             progress(table, hi, total)
     con.execute(f"DROP TABLE {fresh}")
     con.execute(f"DROP TABLE {stage}")
+    return written - replaced, total - written, replaced
+
+
+from .bundle import release_pages  # noqa: E402  (the ingest side only)
+
+
+def _fast_path(bundle: Bundle, table: str) -> bool:
+    """Whether a table can skip the staging copy: its keys are unique (the reader deduplicated
+    them) and it has a record key, so stored matches are found by key without hashing every row."""
+    return bundle.unique_keys and bool(_key_cols(table))
+
+
+def _arrow(table: str, frame: pl.DataFrame) -> Any:
+    """The canonical columns as Arrow, zero-copy where the dtypes already match (string views too).
+
+    Cut into record batches of _SCAN_ROWS: DuckDB scans an Arrow table one batch per thread,
+    so a single big chunk would hash (the costly part of an insert) on one core only.
+    """
+    import pyarrow as pa
+
+    arrow = _canonical(table, frame).to_arrow(compat_level=pl.CompatLevel.newest())
+    return pa.Table.from_batches(arrow.to_batches(max_chunksize=_SCAN_ROWS), schema=arrow.schema)
+
+
+def _match_stored(con: duckdb.DuckDBPyConnection, table: str, frame: pl.DataFrame) -> list[Conflict]:
+    """Phase 1 of the fast path: the temp table _old_<table> of bundle keys already stored.
+
+    It holds each matched key and whether the stored row has the same content (`_same`: every
+    canonical column IS NOT DISTINCT FROM the bundle's). Comparing the columns themselves
+    needs no hash on either side, so re-ingesting a big bundle costs one join. Into an empty
+    table (a fresh store) nothing can match, so the bundle is not even scanned. Returns the
+    keys stored with a different content, as _store_conflicts.
+    """
+    old = _q(f"_old_{table}")
+    target = _q(table)
+    keys = ", ".join(f"s.{_q(k)}" for k in _key_cols(table))
+    if _one(con, f"SELECT count(*) FROM (SELECT 1 FROM {target} LIMIT 1)") == (0,):
+        con.execute(f"CREATE TEMP TABLE {old} AS SELECT {keys}, TRUE AS _same FROM {target} s LIMIT 0")
+        return []
+    src = f"_in_{table}"
+    con.register(src, _arrow(table, frame))
+    try:
+        same = " AND ".join(f"s.{_q(c)} IS NOT DISTINCT FROM t.{_q(c)}" for c in _cols(table))
+        con.execute(
+            f"CREATE TEMP TABLE {old} AS SELECT {keys}, ({same}) AS _same "
+            f"FROM {_q(src)} s JOIN {target} t ON {_key_match(table, 't', 's')}"
+        )
+    finally:
+        con.unregister(src)
+    where = f"FROM {old} s WHERE NOT s._same"
+    row = _one(con, f"SELECT count(*) {where}")
+    n = int(row[0]) if row else 0
+    if not n:
+        return []
+    first = con.execute(f"SELECT {keys} {where} ORDER BY {keys} LIMIT 5").fetchall()
+    return [Conflict(table, n, [tuple(k) for k in first])]
+
+
+def _insert_fresh(
+    con: duckdb.DuckDBPyConnection,
+    table: str,
+    frame: pl.DataFrame,
+    *,
+    ingest_id: int,
+    at: datetime,
+    replace: bool,
+    progress: ProgressFn | None,
+    batch_rows: int,
+) -> tuple[int, int, int]:
+    """Phase 2 of the fast path: write the bundle rows whose key is not stored with the same
+    content, straight from the bundle's frame in slices of batch_rows (no staged copy), hashing
+    each row in the INSERT itself. Returns (inserted, unchanged, replaced) like _ingest_table."""
+    old = _q(f"_old_{table}")
+    target = _q(table)
+    replaced = 0
+    if replace:
+        row = _one(con,
+            f"DELETE FROM {target} t WHERE EXISTS (SELECT 1 FROM {old} s "
+            f"WHERE {_key_match(table, 't', 's')} AND NOT s._same)"
+        )
+        replaced = int(row[0]) if row else 0
+    # What is left in _old is stored as it is: those rows are skipped. Decided once against
+    # the store as it was, so the growing table is never joined per batch.
+    con.execute(f"DELETE FROM {old} WHERE NOT _same")
+    skip = _one(con, f"SELECT count(*) FROM (SELECT 1 FROM {old} LIMIT 1)") != (0,)
+    cols = ", ".join(_q(c) for c in _cols(table))
+    src = f"_in_{table}"
+    # _content_hash stays NULL: it is computed when a later ingest meets the key (_stored_hash).
+    insert = (
+        f"INSERT INTO {target} ({cols}, _content_hash, _ingested_at, _ingest_id) "
+        f"SELECT {cols}, NULL, ?, ? FROM {_q(src)} s"
+    )
+    if skip:
+        insert += f" WHERE NOT EXISTS (SELECT 1 FROM {old} o WHERE {_key_match(table, 'o', 's')})"
+    total = frame.height
+    written = 0
+    for lo in range(0, total, batch_rows):
+        hi = min(lo + batch_rows, total)
+        con.register(src, _arrow(table, frame.slice(lo, hi - lo)))
+        try:
+            row = _one(con, insert, [at, ingest_id])
+        finally:
+            con.unregister(src)
+        written += int(row[0]) if row else 0
+        release_pages()  # the slice's spilled pages are done with (see bundle.release_pages)
+        if progress is not None:
+            progress(table, hi, total)
+    con.execute(f"DROP TABLE {old}")
     return written - replaced, total - written, replaced
 
 
@@ -638,6 +758,9 @@ def ingest(
         user = _os_user()
     con = _open(path, read_only=False)
     try:
+        # DuckDB may take most of the machine's memory for the joins of a big ingest; capped, it
+        # spills to a temp folder beside the store instead (bounded memory, same result).
+        con.execute(f"SET memory_limit = '{INGEST_MEMORY_LIMIT}'")
         con.execute("BEGIN TRANSACTION")
         try:
             result = _ingest_in_transaction(con, bundle, replace, progress, source, batch_rows, user)
@@ -680,12 +803,17 @@ def _ingest_in_transaction(
     sizes = {t: bundle.tables[t].height for t in TABLE_NAMES if t in bundle.tables}
     todo = [t for t in TABLE_NAMES if sizes.get(t, 0) > 0]
     # Phase 1: stage every table and look for conflicts before writing anything.
+    # Tables the reader deduplicated skip the staged copy (see _fast_path).
     inside: list[Conflict] = []
     for t in todo:
-        inside += _stage(con, t, bundle.tables[t])
+        if not _fast_path(bundle, t):
+            inside += _stage(con, t, bundle.tables[t])
     if inside:
         raise StoreConflict(inside)
-    conflicts = [c for t in todo for c in _store_conflicts(con, t)]
+    conflicts: list[Conflict] = []
+    for t in todo:
+        found = _match_stored(con, t, bundle.tables[t]) if _fast_path(bundle, t) else _store_conflicts(con, t)
+        conflicts += found
     if conflicts and not replace:
         raise StoreConflict(conflicts)
 
@@ -694,16 +822,11 @@ def _ingest_in_transaction(
     for t in TABLE_NAMES:
         result.inserted[t] = result.unchanged[t] = result.replaced[t] = 0
     for t in todo:
-        ins, same, rep = _ingest_table(
-            con,
-            t,
-            ingest_id=ingest_id,
-            at=at,
-            replace=replace,
-            total=sizes[t],
-            progress=progress,
-            batch_rows=batch_rows,
-        )
+        write = dict(ingest_id=ingest_id, at=at, replace=replace, progress=progress, batch_rows=batch_rows)
+        if _fast_path(bundle, t):
+            ins, same, rep = _insert_fresh(con, t, bundle.tables[t], **write)
+        else:
+            ins, same, rep = _ingest_table(con, t, total=sizes[t], **write)
         result.inserted[t], result.unchanged[t], result.replaced[t] = ins, same, rep
     result.rejected, result.notes = _store_side_tables(con, bundle, ingest_id)
 

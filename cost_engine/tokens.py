@@ -15,7 +15,9 @@ def prepare_requests(requests: pl.DataFrame, period: Period, config: Config, res
     """Requests in the period with owner resolved, weighted tokens, the good flag and their slot."""
     w = config.allocation.token_weights
     slo = config.slo
-    r = requests.filter(
+    # Lazy: filter, owner joins, new columns and the slot lookup run as one plan, without a
+    # full copy of the requests per step.
+    r = requests.lazy().filter(
         (pl.col("ts") >= pl.lit(period.start)) & (pl.col("ts") < pl.lit(period.end))
     )
     r = resolve(r).with_columns(
@@ -31,8 +33,8 @@ def prepare_requests(requests: pl.DataFrame, period: Period, config: Config, res
             & (pl.col("latency_ms").is_null() | (pl.col("latency_ms") <= slo.latency_ms))
         ).alias("good"),
     )
-    r = r.sort("ts").join_asof(slots.select("slot", pl.col("g0").alias("ts")), on="ts", strategy="backward")
-    return r.with_columns(pl.col("ts").dt.convert_time_zone(period.timezone).dt.date().alias("day"))
+    r = r.sort("ts").join_asof(slots.lazy().select("slot", pl.col("g0").alias("ts")), on="ts", strategy="backward")
+    return r.with_columns(pl.col("ts").dt.convert_time_zone(period.timezone).dt.date().alias("day")).collect()
 
 
 def recharge(money: pl.DataFrame, requests: pl.DataFrame, config: Config) -> pl.DataFrame:
@@ -56,13 +58,13 @@ def recharge(money: pl.DataFrame, requests: pl.DataFrame, config: Config) -> pl.
     is_model = (
         (pl.col("workload") == "inference") & pl.col("model").is_in(sorted(served)) & (pl.col("dest") != IDLE)
     ).fill_null(False)
-    movable = money.filter(is_model)
-    if movable.height == 0:
+    if not money.select(is_model.any()).item():
         return money
-    stay = money.filter(~is_model)
+    # Lazy, so the rows that stay are not copied once more before the concatenation.
+    lm = money.lazy()
     moved = (
-        movable.drop("tenant", "project", "u_source", "u_key", "dest")
-        .join(weights.select("model", "project", "tenant", "owner", "source", "f"), on="model")
+        lm.filter(is_model).drop("tenant", "project", "u_source", "u_key", "dest")
+        .join(weights.lazy().select("model", "project", "tenant", "owner", "source", "f"), on="model")
         .with_columns(
             (pl.col("amount") * pl.col("f")).alias("amount"),
             pl.when(pl.col("project").is_null()).then(pl.lit("unattributed")).otherwise(pl.lit("owner")).alias("dest"),
@@ -72,7 +74,7 @@ def recharge(money: pl.DataFrame, requests: pl.DataFrame, config: Config) -> pl.
         )
         .select(money.columns)
     )
-    return pl.concat([stay, moved])
+    return pl.concat([lm.filter(~is_model), moved]).collect()
 
 
 def model_table(
@@ -81,11 +83,12 @@ def model_table(
     """by_model: cost of the allocations serving each model, its tokens and unit costs."""
     gaps: list[tuple[str, str]] = []
     serving = (pl.col("workload") == "inference") & pl.col("model").is_not_null()
-    cost = money_before_recharge.filter(serving & (pl.col("dest") != IDLE)).group_by("model").agg(
+    # Lazy: the filters read only the columns the sums need, not every money or segment column.
+    cost = money_before_recharge.lazy().filter(serving & (pl.col("dest") != IDLE)).group_by("model").agg(
         pl.col("amount").sum().alias("cost"),
         pl.col("amount").filter(pl.col("category") == "power").sum().alias("energy_cost"),
-    )
-    hours = seg.filter(serving).group_by("model").agg(
+    ).collect()
+    hours = seg.lazy().filter(serving).group_by("model").agg(
         pl.col("alloc_h").sum().alias("allocated_gpu_hours"),
         pl.col("active_h").sum().alias("active_gpu_hours"),
         pl.col("joules").sum().alias("joules"),
@@ -94,7 +97,7 @@ def model_table(
         (pl.col("kwh_fac") * pl.col("carbon_g_per_kwh").fill_null(0.0)).sum().truediv(1000).alias("carbon_kg"),
         # Seconds the serving cards were held, weighted by capacity: the denominator of average power.
         (pl.col("alloc_h") * 3600).sum().alias("_held_s"),
-    )
+    ).collect()
     w = config.allocation.token_weights
     has_phase = pl.col("prefill_ms").is_not_null() & pl.col("decode_ms").is_not_null()
     tok = requests.group_by("model").agg(
@@ -127,7 +130,7 @@ def model_table(
         if missing.height:
             gaps.append(
                 ("phase time missing", "input/output split fell back to token weights for some requests of: "
-                 + ", ".join(missing["model"].to_list()))
+                 + ", ".join(missing["model"].sort().to_list()))
             )
     else:
         input_share = by_weights
@@ -181,9 +184,10 @@ def model_trend(money_before_recharge: pl.DataFrame, seg: pl.DataFrame, requests
     """
     serving = (pl.col("workload") == "inference") & pl.col("model").is_not_null()
     cost = (
-        money_before_recharge.filter(serving & (pl.col("dest") != IDLE))
+        money_before_recharge.lazy().filter(serving & (pl.col("dest") != IDLE))
         .group_by("model", "day")
         .agg(pl.col("amount").sum().alias("cost"))
+        .collect()
     )
     s = seg.filter(serving).select("model", "day", "t0", "t1", "dur_s", "alloc_h", "joules")
     energy = s.group_by("model", "day").agg(pl.col("joules").sum())

@@ -33,7 +33,7 @@ from zoneinfo import ZoneInfo
 import polars as pl
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from . import lineage, report, tokens
+from . import activity, lineage, report, tokens
 from .bundle import Bundle
 from .config import BOUNDARY_PRESETS, Config, parse_config
 from .contract import CATEGORIES, IDLE, RECORD_KEYS, TABLE_NAMES, UNATTRIBUTED
@@ -184,7 +184,8 @@ def apply_filters(comp: Computation, filters: Filters | None) -> Computation:
         requests=req,
         models=models,
         idle=comp.idle.join(seg.select("s_idx"), on="s_idx", how="semi"),
-        samples=comp.samples.filter(_isin("gpu_id", gpus)) if (f.pools or f.accelerators) else comp.samples,
+        card_energy=comp.card_energy.filter(_isin("gpu_id", gpus)) if (f.pools or f.accelerators) else comp.card_energy,
+        telemetry=comp.telemetry.only(sorted(gpus)) if (f.pools or f.accelerators) else comp.telemetry,
         allocations=held(comp.allocations),
         **extra,
     )
@@ -669,12 +670,18 @@ def card_label(comp: Computation) -> dict[str, str]:
 
 def card_timeline(comp: Computation, gpu_id: str, max_points: int = TIMELINE_POINTS) -> pl.DataFrame:
     """A card's telemetry over the period (period time zone): util and power, averaged into
-    at most `max_points` buckets (time-weighted), so the browser gets a bounded series."""
-    s = comp.samples.filter(pl.col("gpu_id") == gpu_id).sort("ts")
-    tz = comp.period.timezone
+    at most `max_points` buckets (time-weighted), so the browser gets a bounded series.
+
+    The card's raw samples are read from the computation's telemetry source (the store, for
+    a store), one card and one period only."""
+    p = comp.period
+    tz = p.timezone
+    gap = comp.config.activity.max_sample_gap_s
+    raw = comp.telemetry.card(gpu_id, p.start, p.end + timedelta(seconds=gap))
+    s = activity.sample_intervals(raw, gap).filter(pl.col("ts") < p.end)
     if s.height == 0:
         return pl.DataFrame(schema={"ts": pl.Datetime("us", tz), "util_pct": pl.Float64, "power_w": pl.Float64})
-    span_s = max((comp.period.end - comp.period.start).total_seconds(), 1.0)
+    span_s = max((p.end - p.start).total_seconds(), 1.0)
     every_s = max(60, math.ceil(span_s / max_points / 60) * 60)
     w = pl.col("dt_s")
     out = (
@@ -738,12 +745,15 @@ def power_profile(
 
     GPU power = measured joules of the samples starting in the bucket / bucket length;
     facility power applies the config's server_overhead and PUE (the same allocation method
-    as facility kWh).
+    as facility kWh). Buckets are UTC-aligned multiples of the engine's quarter-hour card
+    energy (`Computation.card_energy`), so `every` is 15m or a multiple of it.
     """
     fc = apply_filters(comp, filters)
     e = fc.config.energy
     tz = fc.period.timezone
-    s = fc.samples.filter(pl.col("joules").is_not_null())
+    s = fc.card_energy.rename({"bucket": "ts"})
+    if (_amount(every) * {"m": 60, "h": 3600, "d": 86400}[every[-1]]) % 900:
+        raise ValueError(f"power profile bucket {every!r}: use 15m or a multiple of it")
     seconds = pl.duration(**{_unit(every): _amount(every)}).dt.total_seconds()
     if s.height == 0:
         return pl.DataFrame(schema={"ts": pl.Datetime("us", tz), "gpu_kw": pl.Float64, "facility_kw": pl.Float64,
@@ -854,13 +864,24 @@ def unit_totals(comp: Computation, filters: Filters | None = None) -> dict:
 # ----------------------------------------------------------------------------------------- data
 
 
-def validation_summary(bundle: Bundle) -> pl.DataFrame:
-    """Per contract table: present in the source, rows accepted, rows rejected."""
+def telemetry_rows(comp: Computation) -> int:
+    """Telemetry rows in the computation's source (the store's table when read from a store)."""
+    with comp.telemetry.reader() as r:
+        return r.count()
+
+
+def validation_summary(bundle: Bundle, telemetry_rows: int | None = None) -> pl.DataFrame:
+    """Per contract table: present in the source, rows accepted, rows rejected.
+
+    `telemetry_rows`: the accepted telemetry count when the bundle does not hold the table
+    (a store's telemetry stays in the store; see telemetry_rows)."""
     rej = bundle.rejected.group_by("table").agg(pl.len().cast(pl.Int64).alias("rejected"))
     rej_map = dict(zip(rej["table"].to_list(), rej["rejected"].to_list()))
     return pl.DataFrame(
         [
-            {"table": t, "present": t in bundle.present, "accepted": bundle[t].height, "rejected": int(rej_map.get(t, 0))}
+            {"table": t, "present": t in bundle.present,
+             "accepted": telemetry_rows if t == "telemetry" and telemetry_rows is not None else bundle[t].height,
+             "rejected": int(rej_map.get(t, 0))}
             for t in TABLE_NAMES
         ],
         schema={"table": pl.String, "present": pl.Boolean, "accepted": pl.Int64, "rejected": pl.Int64},

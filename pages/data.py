@@ -89,7 +89,7 @@ with import_tab:
 # ---- validation ---------------------------------------------------------------------------
 st.subheader("Validation report")
 bundle = ctx.comp.bundle
-summary = views.validation_summary(bundle)
+summary = views.validation_summary(bundle, views.telemetry_rows(ctx.comp))
 left, right = st.columns([2, 3])
 with left:
     common.table(summary, "validation", name="validation-summary", height=35 * (summary.height + 1) + 3)

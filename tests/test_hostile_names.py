@@ -42,3 +42,32 @@ def test_sql_and_html_names_are_data(tmp_path):
 
     with duckdb.connect(str(db), read_only=True) as con:
         assert con.execute("select count(*) from allocations").fetchone()[0] == 2
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_column_names_that_look_like_wildcards_are_plain_names(tmp_path, fmt):
+    """Extra columns named "*" and "^.*$" (which polars' pl.col would expand to every column)
+    are kept as two plain extra columns; a JSONL file of only such keys is an owners file
+    missing its required columns (a clear error, found by the reader fuzzing)."""
+    from cost_engine.bundle import BundleError, read_bundle
+
+    folder = tmp_path / fmt
+    folder.mkdir()
+    row = {"allocation_id": "a", "gpu_id": "g", "start": ts(1, 0), "end": ts(1, 2), "owner": "x", "*": "star", "^.*$": "regex"}
+    if fmt == "csv":
+        (folder / "allocations.csv").write_text(",".join(row) + "\n" + ",".join(row.values()) + "\n")
+    else:
+        import json
+
+        (folder / "allocations.jsonl").write_text(json.dumps(row) + "\n")
+    b = read_bundle(folder)
+    a = b["allocations"]
+    assert a.columns[-2:] == ["*", "^.*$"]
+    assert a.row(0, named=True)["*"] == "star" and a.row(0, named=True)["^.*$"] == "regex"
+    assert b.rejected.height == 0
+    # 2 h on one card, no inventory: 2.0 allocated GPU-hours.
+    (folder / "ailedger.toml").write_text('[period]\nstart = 2026-10-01T00:00:00Z\nend = 2026-10-02T00:00:00Z\n')
+    assert build_report(run(folder))["totals"]["allocated_gpu_hours"] == pytest.approx(2.0)
+    (folder / "owners.jsonl").write_text('{"*": null}\n')
+    with pytest.raises(BundleError, match="owners.jsonl: required columns tenant, project missing"):
+        read_bundle(folder)

@@ -1,0 +1,182 @@
+"""Where the engine reads telemetry from: a frame in memory or the store, one time window at a time.
+
+Telemetry is the one input that grows with the sampling rate (a thousand cards at one sample a
+minute is 44 M rows a month), so the engine never asks for all of it at once: it reads windows
+of time (`window`), one card for a timeline (`card`), and counts (`count`, `outside`). A frame
+source serves bundles read into memory and tests; a store source runs the same questions as
+SQL with bound parameters against the DuckDB store, so the raw samples stay on disk.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Iterator, Protocol
+
+import polars as pl
+
+from .contract import TS
+
+COLUMNS = ("gpu_id", "ts", "util_pct", "power_w", "energy_j")
+SCHEMA = pl.Schema({"gpu_id": pl.String, "ts": TS, "util_pct": pl.Float64, "power_w": pl.Float64, "energy_j": pl.Float64})
+
+
+class Reader(Protocol):
+    """An open view of a telemetry source (one store connection for all the windows of a run)."""
+
+    def count(self) -> int: ...
+
+    def outside(self, gpu_ids: pl.Series) -> int: ...
+
+    def window(self, start: datetime, end: datetime, codes: pl.DataFrame) -> pl.DataFrame: ...
+
+
+class TelemetrySource(Protocol):
+    def reader(self) -> contextlib.AbstractContextManager[Reader]: ...
+
+    def card(self, gpu_id: str, start: datetime, end: datetime) -> pl.DataFrame: ...
+
+    def only(self, gpu_ids: list[str]) -> "TelemetrySource": ...
+
+
+CODED = ("gpu_id", "ts", "util_pct", "power_w", "energy_j")
+
+
+def _empty() -> pl.DataFrame:
+    return pl.DataFrame(schema=SCHEMA)
+
+
+def _coded_schema(codes: pl.DataFrame) -> pl.Schema:
+    return pl.Schema({"gpu_id": codes.schema["gc"], **{c: SCHEMA[c] for c in CODED[1:]}})
+
+
+@dataclass(frozen=True)
+class FrameTelemetry:
+    """Telemetry held as a frame (a bundle read into memory, a test)."""
+
+    frame: pl.DataFrame
+
+    @contextlib.contextmanager
+    def reader(self) -> Iterator["FrameTelemetry"]:
+        yield self
+
+    def count(self) -> int:
+        return self.frame.height
+
+    def outside(self, gpu_ids: pl.Series) -> int:
+        return self.frame.height - self.frame.select(pl.col("gpu_id").is_in(gpu_ids.implode()).sum()).item()
+
+    def window(self, start: datetime, end: datetime, codes: pl.DataFrame) -> pl.DataFrame:
+        """Samples with start <= ts < end of the cards in `codes` (gpu_id, gc), in no particular
+        order, with card codes in place of ids (`gpu_id` holds the code)."""
+        return (
+            self.frame.filter((pl.col("ts") >= start) & (pl.col("ts") < end))
+            .join(codes, on="gpu_id", how="inner")
+            .select(pl.col("gc").alias("gpu_id"), *CODED[1:])
+        )
+
+    def card(self, gpu_id: str, start: datetime, end: datetime) -> pl.DataFrame:
+        f = self.frame
+        return f.filter((pl.col("gpu_id") == gpu_id) & (pl.col("ts") >= start) & (pl.col("ts") < end)).select(COLUMNS)
+
+    def only(self, gpu_ids: list[str]) -> "FrameTelemetry":
+        return FrameTelemetry(self.frame.filter(pl.col("gpu_id").is_in(gpu_ids)))
+
+
+@dataclass(frozen=True)
+class StoreTelemetry:
+    """Telemetry in an ailedger store, read per window with bound parameters (never loaded whole).
+
+    `gpu_ids` limits the source to some cards (a tenant-scoped view); None is every card.
+    Each `reader()` holds one read-only connection for its block; keep the block to one run.
+    """
+
+    path: Path
+    gpu_ids: tuple[str, ...] | None = None
+
+    @contextlib.contextmanager
+    def reader(self) -> Iterator["_StoreReader"]:
+        from . import store
+
+        with store.connect(self.path) as con:
+            yield _StoreReader(con, self.gpu_ids)
+
+    def card(self, gpu_id: str, start: datetime, end: datetime) -> pl.DataFrame:
+        if self.gpu_ids is not None and gpu_id not in self.gpu_ids:
+            return _empty()
+        with self.reader() as r:
+            return r.select("gpu_id = ? AND ts >= ? AND ts < ?", [gpu_id, start, end])
+
+    def only(self, gpu_ids: list[str]) -> "StoreTelemetry":
+        keep = sorted(set(gpu_ids) & set(self.gpu_ids)) if self.gpu_ids is not None else sorted(set(gpu_ids))
+        return StoreTelemetry(self.path, tuple(keep))
+
+
+class _StoreReader:
+    def __init__(self, con, gpu_ids: tuple[str, ...] | None) -> None:
+        self.con = con
+        self.gpu_ids = gpu_ids
+        from . import store
+
+        self.present = store._has_table(con, "telemetry")
+        # Whether an ingest's bundle had a telemetry table (even an empty one).
+        row = store._one(con, 'SELECT count(*) FROM present_tables WHERE "table" = ?', ["telemetry"])
+        self.listed = bool(row and row[0])
+
+    def _scope(self, where: str, params: list) -> tuple[str, list]:
+        if self.gpu_ids is None:
+            return where, params
+        return f"({where}) AND gpu_id IN (SELECT unnest(?))", [*params, list(self.gpu_ids)]
+
+    def select(self, where: str, params: list) -> pl.DataFrame:
+        if not self.present:
+            return _empty()
+        where, params = self._scope(where, params)
+        got = pl.from_arrow(
+            self.con.sql(f"SELECT {', '.join(COLUMNS)} FROM telemetry WHERE {where}", params=params).to_arrow_table()
+        )
+        assert isinstance(got, pl.DataFrame)
+        return got.cast(dict(SCHEMA)) if got.height else _empty()
+
+    def _count(self, where: str, params: list) -> int:
+        from . import store
+
+        row = store._one(self.con, f"SELECT count(*) FROM telemetry WHERE {where}", params)
+        return int(row[0]) if row else 0
+
+    def count(self) -> int:
+        if not self.present:
+            return 0
+        where, params = self._scope("TRUE", [])
+        return self._count(where, params)
+
+    def outside(self, gpu_ids: pl.Series) -> int:
+        if not self.present:
+            return 0
+        where, params = self._scope("gpu_id NOT IN (SELECT unnest(?))", [gpu_ids.to_list()])
+        return self._count(where, params)
+
+    def window(self, start: datetime, end: datetime, codes: pl.DataFrame) -> pl.DataFrame:
+        """As FrameTelemetry.window; DuckDB maps ids to codes, so no id strings cross into Python."""
+        if not self.present:
+            return pl.DataFrame(schema=_coded_schema(codes))
+        where, params = self._scope("t.ts >= ? AND t.ts < ?", [start, end])
+        where = where.replace("gpu_id IN", "t.gpu_id IN")
+        self.con.register("_ailedger_codes", codes.select("gpu_id", "gc").to_arrow())
+        try:
+            got = pl.from_arrow(
+                self.con.sql(
+                    "SELECT c.gc AS gpu_id, t.ts, t.util_pct, t.power_w, t.energy_j FROM telemetry t "
+                    f"JOIN _ailedger_codes c ON c.gpu_id = t.gpu_id WHERE {where}",
+                    params=params,
+                ).to_arrow_table()
+            )
+        finally:
+            self.con.unregister("_ailedger_codes")
+        assert isinstance(got, pl.DataFrame)
+        return got.cast(dict(_coded_schema(codes))) if got.height else pl.DataFrame(schema=_coded_schema(codes))
+
+
+__all__ = ["COLUMNS", "SCHEMA", "TelemetrySource", "FrameTelemetry", "StoreTelemetry"]
