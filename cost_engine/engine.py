@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from . import activity, allocation, idle, tokens
-from .bundle import Bundle
+from .bundle import Bundle, release_pages
 from .config import Config
 from .contract import IDLE, TS
 from .ledger import Ledger, Period, build_ledger, cards_frame, clip, day_edges, resolve_period
@@ -160,6 +160,7 @@ def compute(bundle: Bundle, config: Config, telemetry: TelemetrySource | None = 
                                       "start", "end", "share", "requested_gpus"))
     seg = enrich_segments(ledger, act, allocs, bundle["tariffs"], config, oversized)
     req = tokens.prepare_requests(bundle["requests"], period, config, own.resolve, ledger.slots)
+    release_pages()  # a big bundle's requests are mapped from the reader's spill: done with them
     no_latency = req.filter(pl.col("latency_ms").is_null() | pl.col("ttft_ms").is_null())
     if no_latency.height:
         gaps.append(("latency missing", f"{no_latency.height} requests without ttft or latency count as meeting the SLO"))

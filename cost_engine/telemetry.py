@@ -17,6 +17,7 @@ from typing import Iterator, Protocol
 
 import polars as pl
 
+from .bundle import release_pages
 from .contract import TS
 
 COLUMNS = ("gpu_id", "ts", "util_pct", "power_w", "energy_j")
@@ -66,16 +67,22 @@ class FrameTelemetry:
         return self.frame.height
 
     def outside(self, gpu_ids: pl.Series) -> int:
-        return self.frame.height - self.frame.select(pl.col("gpu_id").is_in(gpu_ids.implode()).sum()).item()
+        n = self.frame.height - self.frame.select(pl.col("gpu_id").is_in(gpu_ids.implode()).sum()).item()
+        release_pages()
+        return n
 
     def window(self, start: datetime, end: datetime, codes: pl.DataFrame) -> pl.DataFrame:
         """Samples with start <= ts < end of the cards in `codes` (gpu_id, gc), in no particular
         order, with card codes in place of ids (`gpu_id` holds the code)."""
-        return (
+        out = (
             self.frame.filter((pl.col("ts") >= start) & (pl.col("ts") < end))
             .join(codes, on="gpu_id", how="inner")
             .select(pl.col("gc").alias("gpu_id"), *CODED[1:])
         )
+        # A big bundle's telemetry is memory-mapped from the reader's spill files: let go of
+        # the pages this scan touched (they stay in the page cache) so a window costs only itself.
+        release_pages()
+        return out
 
     def card(self, gpu_id: str, start: datetime, end: datetime) -> pl.DataFrame:
         f = self.frame
