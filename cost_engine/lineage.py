@@ -101,31 +101,55 @@ def _cost_contributions(comp: Computation, money: pl.DataFrame) -> pl.DataFrame:
     )
     parts = []
     if seg_money.height and comp.cost_rates.height:
-        sm = seg_money.group_by("s_idx", "category").agg(pl.col("amount").sum())
-        # Only the entity's segments: the re-split stays proportional to the figure, not the fleet.
-        q = comp.seg.select("s_idx", "pool", "slot", *SEGMENT_DRIVERS.values()).join(
-            sm.select("s_idx").unique(), on="s_idx", how="semi"
-        )
+        # Each money row's pool and slot, by its segment: a gather from the segments ordered by
+        # s_idx (no join of the entity's money rows with every segment).
+        where = comp.seg.select("s_idx", "pool", "slot").sort("s_idx")
+        j = seg_money.select("s_idx", "category", "amount")
+        if where["s_idx"].equals(pl.Series("s_idx", range(where.height), dtype=where.schema["s_idx"])):
+            j = j.with_columns(where["pool"].gather(j["s_idx"]), where["slot"].gather(j["s_idx"]))
+        else:  # s_idx not dense (a scoped computation): join
+            j = j.join(where, on="s_idx")
         rates = comp.cost_rates.with_columns(pl.int_ranges("k0", pl.col("k1") + 1).alias("slot")).explode("slot")
-        j = sm.join(q, on="s_idx")
-        j = pl.concat(
+        # The rate rows in force for each (pool, slot, category) the entity's segments touch.
+        keys = j.select("pool", "slot", "category").unique()
+        in_force = pl.concat(
             [
-                j.join(rates.filter(pl.col("pool").is_not_null()), on=["pool", "slot", "category"]),
-                j.join(rates.filter(pl.col("pool").is_null()).drop("pool"), on=["slot", "category"]),
+                keys.join(rates.filter(pl.col("pool").is_not_null()), on=["pool", "slot", "category"]),
+                keys.join(rates.filter(pl.col("pool").is_null()).drop("pool"), on=["slot", "category"]),
             ],
             how="diagonal_relaxed",
         )
-        qx = pl.lit(0.0)
-        for drv, col in SEGMENT_DRIVERS.items():
-            qx = pl.when(pl.col("driver") == drv).then(pl.col(col)).otherwise(qx)
-        j = j.with_columns((pl.col("rate") * qx).alias("w")).with_columns(
-            (pl.col("amount") * pl.col("w") / pl.col("w").sum().over("s_idx", "category")).alias("cost")
-        )
+        # Where every rate in force spreads by the same driver, a segment's split is rate_i /
+        # sum(rates) whatever its quantity: sum the segments first and split once per group.
+        drivers = in_force.group_by("pool", "slot", "category").agg(pl.col("driver").n_unique().alias("n"))
+        group = ["pool", "slot", "category"]
+        single = drivers.filter(pl.col("n") == 1).drop("n")
+        one = j.join(single, on=group, how="semi", nulls_equal=True).group_by(group).agg(pl.col("amount").sum())
         parts.append(
-            j.group_by("cost_id", "category").agg(pl.col("cost").sum()).with_columns(
+            one.join(in_force, on=group, nulls_equal=True)
+            .with_columns((pl.col("amount") * pl.col("rate") / pl.col("rate").sum().over(group)).alias("cost"))
+            .group_by("cost_id", "category").agg(pl.col("cost").sum())
+        )
+        # Mixed drivers: each segment's own quantities weigh the rates.
+        mixed = j.join(single, on=group, how="anti", nulls_equal=True)
+        if mixed.height:
+            mixed = mixed.group_by("s_idx", "pool", "slot", "category").agg(pl.col("amount").sum()).join(
+                comp.seg.select("s_idx", *SEGMENT_DRIVERS.values()), on="s_idx"
+            )
+            m = mixed.join(in_force, on=group, nulls_equal=True)
+            qx = pl.lit(0.0)
+            for drv, col in SEGMENT_DRIVERS.items():
+                qx = pl.when(pl.col("driver") == drv).then(pl.col(col)).otherwise(qx)
+            m = m.with_columns((pl.col("rate") * qx).alias("w")).with_columns(
+                (pl.col("amount") * pl.col("w") / pl.col("w").sum().over("s_idx", "category")).alias("cost")
+            )
+            parts.append(m.group_by("cost_id", "category").agg(pl.col("cost").sum()))
+        parts = [
+            part.with_columns(
                 pl.when(pl.col("cost_id").str.starts_with("rate:")).then(pl.lit("rate")).otherwise(pl.lit("cost")).alias("origin")
             )
-        )
+            for part in parts
+        ]
     cols = ["cost_id", "category", "origin", "cost"]
     out = pl.concat([named.select(cols), energy.select(cols), *[p.select(cols) for p in parts]])
     return out.group_by("cost_id", "category", "origin").agg(pl.col("cost").sum()).sort(

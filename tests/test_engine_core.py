@@ -422,3 +422,39 @@ def test_an_empty_inventory_is_still_an_inventory():
     assert rep["totals"]["available_gpu_hours"] == 0.0
     assert rep["totals"]["allocated_gpu_hours"] == 0.0
     assert any("allocation a: gpu_id g0 is not in the inventory" in r["reason"] for r in rep["rejected"])
+
+
+def test_lineage_splits_a_project_cost_back_onto_its_cost_rows_with_mixed_and_single_drivers():
+    """Pool p, two cards, one day. Project a holds g0 00-24 (24 GPU-h), project b holds g1
+    00-12 (12 GPU-h); g1 is unallocated 12-24.
+
+    network (two drivers in force together, so each segment's quantities weigh the rates):
+      n1 $36 by gpu_hours: 36 GPU-h -> $1/GPU-h: a 24, b 12;
+      n2 $48 by capacity_hours: 48 card-hours -> $1/card-h: a 24, b 12, idle 12.
+    storage (one driver, so the split is rate_i / sum of rates):
+      s1 $18 and s2 $18, both by gpu_hours: $0.5 + $0.5 per GPU-h: a 12 + 12, b 6 + 6.
+    explain(a) = n1 24 + n2 24 + s1 12 + s2 12 = $72; explain(b) = 12 + 12 + 6 + 6 = $36.
+    """
+    from cost_engine import lineage
+
+    day = {"start": ts(1, 0), "end": ts(2, 0)}
+    b = make_bundle(
+        inventory=[{"gpu_id": "g0", "pool": "p"}, {"gpu_id": "g1", "pool": "p"}],
+        allocations=[
+            {"allocation_id": "x", "gpu_id": "g0", "start": ts(1, 0), "end": ts(2, 0), "owner": "a"},
+            {"allocation_id": "y", "gpu_id": "g1", "start": ts(1, 0), "end": ts(1, 12), "owner": "b"},
+        ],
+        costs=[
+            {"cost_id": "n1", "category": "network", "amount": 36.0, "pool": "p", "driver": "gpu_hours", **day},
+            {"cost_id": "n2", "category": "network", "amount": 48.0, "pool": "p", "driver": "capacity_hours", **day},
+            {"cost_id": "s1", "category": "storage", "amount": 18.0, "pool": "p", "driver": "gpu_hours", **day},
+            {"cost_id": "s2", "category": "storage", "amount": 18.0, "pool": "p", "driver": "gpu_hours", **day},
+        ],
+    )
+    comp = compute(b, make_config())
+    for project, want in (("a", {"n1": 24.0, "n2": 24.0, "s1": 12.0, "s2": 12.0}),
+                          ("b", {"n1": 12.0, "n2": 12.0, "s1": 6.0, "s2": 6.0})):
+        ex = lineage.explain(comp, project=project)
+        got = {r["cost_id"]: r["cost"] for r in ex.costs.iter_rows(named=True)}
+        assert got == pytest.approx(want)
+        assert ex.total_cost == pytest.approx(sum(want.values()))
