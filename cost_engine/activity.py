@@ -49,19 +49,14 @@ def sample_intervals(telemetry: pl.DataFrame, max_gap_s: float, *, presorted: bo
     )
 
 
-def pieces(samples: pl.DataFrame, intervals: pl.DataFrame) -> pl.DataFrame:
+def pieces(samples: pl.DataFrame, intervals: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Cut sample intervals at the ledger's interval edges: one row per (sample, interval) overlap.
 
     Most samples sit inside one interval; only those straddling an edge are expanded, so the
     cost is linear in the telemetry (sorted as-of joins, no range join over all pairs).
+    Returned in two parts: samples wholly inside one interval (in sample order, so e_idx
+    ascends when e_idx follows (gpu_id, t0), as the ledger numbers them) and the rest.
     """
-    simple, spread = _pieces(samples, intervals)
-    return pl.concat([simple, spread])
-
-
-def _pieces(samples: pl.DataFrame, intervals: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """pieces() in two parts: samples wholly inside one interval (in sample order, so e_idx
-    ascends when e_idx follows (gpu_id, t0), as the ledger numbers them) and the rest."""
     iv = intervals.select("e_idx", "gpu_id", "t0", "t1").sort("gpu_id", "t0")
     # sample_intervals returns samples sorted by (gpu_id, ts): no re-sort needed.
     s = samples.join_asof(
@@ -203,7 +198,7 @@ def interval_activity(
             resets.append(samples.filter(pl.col("counter_reset")).select("gpu_id", "ts"))
             energy.append(_card_energy(samples, period_start, period_end))
             iv = iv_all.filter((pl.col("t1") > a) & (pl.col("t0") < b + cap))
-            simple, spread = _pieces(samples.select("gpu_id", "ts", "t_end", "dt_s", "util_pct", "joules"), iv)
+            simple, spread = pieces(samples.select("gpu_id", "ts", "t_end", "dt_s", "util_pct", "joules"), iv)
             del samples
             # Samples come sorted by card and time and the ledger numbers intervals the same
             # way, so the simple pieces' e_idx ascend: a sorted group-by is ~3x cheaper.
@@ -329,10 +324,6 @@ class _JobIndex:
     @property
     def height(self) -> int:
         return int(self.dense.is_not_null().sum()) + self.shared.height
-
-    @property
-    def schema(self) -> pl.Schema:
-        return pl.Schema({"e_idx": pl.Int64, "job_id": self.dense.dtype})
 
 
 def _oversized(p: pl.DataFrame, busy: pl.Expr, jobs: "pl.DataFrame | _JobIndex | None") -> pl.DataFrame:

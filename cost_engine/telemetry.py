@@ -132,10 +132,11 @@ class _StoreReader:
         row = store._one(con, 'SELECT count(*) FROM present_tables WHERE "table" = ?', ["telemetry"])
         self.listed = bool(row and row[0])
 
-    def _scope(self, where: str, params: list) -> tuple[str, list]:
+    def _scope(self, where: str, params: list, card: str = "gpu_id") -> tuple[str, list]:
+        """`where`, limited to the source's cards when it has a list (`card`: the id column)."""
         if self.gpu_ids is None:
             return where, params
-        return f"({where}) AND gpu_id IN (SELECT unnest(?))", [*params, list(self.gpu_ids)]
+        return f"({where}) AND {card} IN (SELECT unnest(?))", [*params, list(self.gpu_ids)]
 
     def select(self, where: str, params: list) -> pl.DataFrame:
         if not self.present:
@@ -169,8 +170,7 @@ class _StoreReader:
         """As FrameTelemetry.window; DuckDB maps ids to codes, so no id strings cross into Python."""
         if not self.present:
             return pl.DataFrame(schema=_coded_schema(codes))
-        where, params = self._scope("t.ts >= ? AND t.ts < ?", [start, end])
-        where = where.replace("gpu_id IN", "t.gpu_id IN")
+        where, params = self._scope("t.ts >= ? AND t.ts < ?", [start, end], card="t.gpu_id")
         self.con.register("_ailedger_codes", codes.select("gpu_id", "gc").to_arrow())
         try:
             got = pl.from_arrow(
