@@ -19,7 +19,7 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from .bundle import Bundle
+from .bundle import Bundle, release_pages
 from .contract import RECORD_KEYS, REJECTED_SCHEMA, TABLE_NAMES, TABLES, empty, schema
 
 # ---------------------------------------------------------------------------------------------
@@ -575,9 +575,6 @@ def _ingest_table(
     con.execute(f"DROP TABLE {fresh}")
     con.execute(f"DROP TABLE {stage}")
     return written - replaced, total - written, replaced
-
-
-from .bundle import release_pages  # noqa: E402  (the ingest side only)
 
 
 def _fast_path(bundle: Bundle, table: str) -> bool:
