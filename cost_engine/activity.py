@@ -121,6 +121,7 @@ class TelemetryActivity:
     card_energy: pl.DataFrame  # gpu_id (Enum), bucket (15 min, UTC), joules: samples starting in the bucket
     resets: pl.DataFrame  # gpu_id, ts of every sample whose energy counter went backwards
     samples: int  # samples of the ledger's cards that started inside a window
+    outside: int  # rows of the source whose card is not in `known` (ignored)
 
 
 def windows(start: datetime, end: datetime, max_gap_s: float, rows: int, window_rows: int = WINDOW_ROWS) -> list[tuple[datetime, datetime]]:
@@ -152,6 +153,7 @@ def interval_activity(
     period_end: datetime,
     jobs: pl.DataFrame | None = None,
     window_rows: int | None = None,
+    known: pl.Series | None = None,
 ) -> TelemetryActivity:
     """Per ledger interval: covered_s, active_s, util_s (util% x s), joules, energy-known seconds.
 
@@ -163,7 +165,8 @@ def interval_activity(
 
     `jobs` (e_idx, job_id) names the multi-card job holding each interval; for those, the
     inactive seconds during which another card of the same job was busy are counted too
-    (the oversized-request idle cause), at sample resolution.
+    (the oversized-request idle cause), at sample resolution. `known`: the card ids the
+    `outside` count is taken against (default: the intervals' cards); one reader serves both.
     """
     # Work on integer card codes: sorts, as-of joins and group-bys over millions of samples are
     # several times cheaper than on UUID strings, and every copy is smaller.
@@ -187,6 +190,7 @@ def interval_activity(
     aggs, overs, energy, resets = [], [], [], []
     n_samples = 0
     with source.reader() as r:
+        outside = r.outside(codes["gpu_id"] if known is None else known)
         spans = windows(period_start, period_end, rule.max_sample_gap_s, r.count(), window_rows or WINDOW_ROWS)
         for a, b in spans:
             tele = _by_card_and_time(r.window(a, b + cap, codes), a, b + cap, codes.height)
@@ -234,7 +238,7 @@ def interval_activity(
         pl.concat(resets).join(codes, left_on="gpu_id", right_on="gc").select(pl.col("gpu_id_right").alias("gpu_id"), "ts")
         if resets else pl.DataFrame(schema={"gpu_id": pl.String, "ts": TS})
     ).sort("gpu_id", "ts")
-    return TelemetryActivity(out, oversized, card_energy, resets_f, n_samples)
+    return TelemetryActivity(out, oversized, card_energy, resets_f, n_samples, outside)
 
 
 def _by_card_and_time(tele: pl.DataFrame, a: datetime, b: datetime, n_cards: int) -> pl.DataFrame:

@@ -129,10 +129,6 @@ def compute(bundle: Bundle, config: Config, telemetry: TelemetrySource | None = 
         )
 
     source = telemetry if telemetry is not None else FrameTelemetry(bundle["telemetry"])
-    with source.reader() as r:
-        outside = r.outside(cards["gpu_id"])
-    if outside:
-        gaps.append(("telemetry", f"{outside} samples of cards outside the inventory ignored"))
     multi = (
         alloc.filter(pl.col("job_id").is_not_null())
         .group_by("job_id")
@@ -147,7 +143,10 @@ def compute(bundle: Bundle, config: Config, telemetry: TelemetrySource | None = 
         .select("e_idx", "job_id")
         .unique()
     )
-    ta = activity.interval_activity(source, ledger.intervals, config.activity, period.start, period.end, jobs)
+    ta = activity.interval_activity(source, ledger.intervals, config.activity, period.start, period.end, jobs,
+                                    known=cards["gpu_id"])
+    if ta.outside:
+        gaps.append(("telemetry", f"{ta.outside} samples of cards outside the inventory ignored"))
     act, oversized = ta.per_interval, ta.oversized
     has_telemetry = ta.samples > 0
     if has_telemetry:
