@@ -11,6 +11,7 @@ import polars as pl
 from .config import Activity
 from .contract import TS
 from .ledger import seconds
+from .tariffs import Bands
 from .telemetry import TelemetrySource
 
 
@@ -70,7 +71,7 @@ def pieces(samples: pl.DataFrame, intervals: pl.DataFrame) -> tuple[pl.DataFrame
     inside = pl.col("e_a").is_not_null() & (pl.col("t_end") <= pl.col("a_t1"))
     simple = s.filter(inside).select(
         pl.exclude("e_a", "a_t1", "t_end"), pl.col("e_a").alias("e_idx"), pl.col("dt_s").alias("ov_s"),
-        pl.lit(1.0).alias("frac"),
+        pl.lit(1.0).alias("frac"), pl.col("ts").alias("p0"), pl.col("t_end").alias("p1"),
     )
     # The rest straddles an edge (or starts before the card's first interval, or in a hole):
     # find the interval holding its last instant and expand the range between.
@@ -94,7 +95,8 @@ def pieces(samples: pl.DataFrame, intervals: pl.DataFrame) -> tuple[pl.DataFrame
         .explode("e_idx")
         .drop("e_a", "e_b", "e_min", "t_last")
         .join(iv.select("e_idx", "t0", "t1"), on="e_idx")
-        .with_columns(seconds(pl.min_horizontal("t_end", "t1") - pl.max_horizontal("ts", "t0")).alias("ov_s"))
+        .with_columns(pl.max_horizontal("ts", "t0").alias("p0"), pl.min_horizontal("t_end", "t1").alias("p1"))
+        .with_columns(seconds(pl.col("p1") - pl.col("p0")).alias("ov_s"))
         .filter(pl.col("ov_s") > 0)
         .with_columns((pl.col("ov_s") / pl.col("dt_s")).alias("frac"))
         .drop("t0", "t1")
@@ -116,7 +118,8 @@ ENERGY_BUCKET = "15m"
 class TelemetryActivity:
     """What the telemetry stage hands the engine (nothing per sample survives it)."""
 
-    per_interval: pl.DataFrame  # e_idx, covered_s, active_s, util_s, joules, idle_joules, energy_s
+    per_interval: pl.DataFrame  # e_idx, covered_s, active_s, util_s, joules, idle_joules, energy_s,
+    #                             price_j, idle_price_j, carbon_j (0 without bands)
     oversized: pl.DataFrame  # e_idx, job_id, over_s, over_j
     card_energy: pl.DataFrame  # gpu_id (Enum), bucket (15 min, UTC), joules: samples starting in the bucket
     resets: pl.DataFrame  # gpu_id, ts of every sample whose energy counter went backwards
@@ -154,6 +157,7 @@ def interval_activity(
     jobs: pl.DataFrame | None = None,
     window_rows: int | None = None,
     known: pl.Series | None = None,
+    bands: Bands | None = None,
 ) -> TelemetryActivity:
     """Per ledger interval: covered_s, active_s, util_s (util% x s), joules, energy-known seconds.
 
@@ -165,8 +169,12 @@ def interval_activity(
 
     `jobs` (e_idx, job_id) names the multi-card job holding each interval; for those, the
     inactive seconds during which another card of the same job was busy are counted too
-    (the oversized-request idle cause), at sample resolution. `known`: the card ids the
-    `outside` count is taken against (default: the intervals' cards); one reader serves both.
+    (the oversized-request idle cause), at sample resolution. `bands` (the tariffs) price each
+    piece's joules by the bands it overlaps: per interval `price_j` (J x price per kWh),
+    `idle_price_j` (the same for the joules drawn while inactive) and `carbon_j` (J x g/kWh);
+    without bands all three are 0.
+    `known`: the card ids the `outside` count is taken against (default: the intervals' cards);
+    one reader serves both.
     """
     # Work on integer card codes: sorts, as-of joins and group-bys over millions of samples are
     # several times cheaper than on UUID strings, and every copy is smaller.
@@ -187,7 +195,7 @@ def interval_activity(
         busy = pl.when(pl.col("util_pct") >= rule.threshold_pct).then(1.0).otherwise(0.0)
     else:
         busy = pl.col("util_pct") / 100.0
-    aggs, overs, energy, resets = [], [], [], []
+    aggs, overs, energy, resets, prices = [], [], [], [], []
     n_samples = 0
     with source.reader() as r:
         outside = r.outside(codes["gpu_id"] if known is None else known)
@@ -211,6 +219,8 @@ def interval_activity(
             aggs += [_per_interval(simple, busy), _per_interval(spread, busy)]
             p = pl.concat([simple, spread])
             del simple, spread
+            if bands is not None:
+                prices.append(bands.priced(p, busy))
             if jobs is not None:
                 overs.append(_oversized(p, busy, jobs))
             del p
@@ -220,7 +230,11 @@ def interval_activity(
         out = out.join(agg, on="e_idx", how="left")
     else:
         out = out.with_columns(pl.lit(None, pl.Float64).alias(c) for c in _ACTIVITY)
-    out = out.with_columns(pl.col(_ACTIVITY).fill_null(0.0))
+    if prices:
+        out = out.join(pl.concat(prices).group_by("e_idx").agg(pl.all().sum()), on="e_idx", how="left")
+    else:
+        out = out.with_columns(pl.lit(None, pl.Float64).alias(c) for c in _PRICED)
+    out = out.with_columns(pl.col(*_ACTIVITY, *_PRICED).fill_null(0.0))
     oversized = empty_oversized()
     if overs and job_codes is not None:
         oversized = (
@@ -280,6 +294,7 @@ def _card_energy(samples: pl.DataFrame, start: datetime, end: datetime) -> pl.Da
 
 
 _ACTIVITY = ("covered_s", "active_s", "util_s", "joules", "idle_joules", "energy_s")
+_PRICED = ("price_j", "idle_price_j", "carbon_j")
 
 
 def _per_interval(p: pl.DataFrame, busy: pl.Expr) -> pl.DataFrame:
@@ -374,7 +389,7 @@ def empty_oversized() -> pl.DataFrame:
 
 
 def empty_activity(intervals: pl.DataFrame) -> pl.DataFrame:
-    return intervals.select("e_idx").with_columns(*(pl.lit(0.0).alias(c) for c in _ACTIVITY))
+    return intervals.select("e_idx").with_columns(*(pl.lit(0.0).alias(c) for c in (*_ACTIVITY, "price_j", "carbon_j")))
 
 
 __all__ = ["sample_intervals", "pieces", "windows", "interval_activity", "TelemetryActivity", "empty_activity", "empty_oversized"]

@@ -109,7 +109,7 @@ def spread_costs(
     """Spread every input cost within the boundary.
 
     seg: enriched ledger segments (s_idx, pool, slot, day, allocation_id, owner, source, project,
-         tenant, model, workload, gpu_id, cap_h, alloc_h, active_h, util_h, kwh_fac, price_kwh).
+         tenant, model, workload, gpu_id, cap_h, alloc_h, active_h, util_h, kwh_fac, energy_cost).
     project_weights: (slot, project, tenant, owner, source, tokens_w, requests) per request slot,
          for the tokens and requests drivers.
     resolve: Ownership.resolve, for direct costs.
@@ -248,9 +248,9 @@ def spread_costs(
         for k0, k1 in shared.filter(pl.col("category") == "power").select("k0", "k1").iter_rows():
             covered.update(range(k0, k1 + 1))
         measured = seg.filter(~pl.col("slot").is_in(sorted(covered)) & (pl.col("kwh_fac") > 0)).select(
-            *_SEG_KEEP, "kwh_fac", "price_kwh"
+            *_SEG_KEEP, "energy_cost"
         ).with_columns(
-            (pl.col("kwh_fac") * pl.col("price_kwh")).alias("amount"),
+            pl.col("energy_cost").alias("amount"),
             pl.lit("power").alias("category"),
             pl.lit("energy").alias("origin"),
             pl.lit("measured_energy").alias("driver"),

@@ -12,6 +12,7 @@ from .config import Config
 from .contract import IDLE, TS
 from .ledger import Ledger, Period, build_ledger, cards_frame, clip, day_edges, resolve_period
 from .ownership import Ownership
+from .tariffs import Bands
 from .telemetry import FrameTelemetry, TelemetrySource
 
 J_PER_KWH = 3_600_000.0
@@ -43,15 +44,17 @@ class Computation:
 
 
 def _global_points(bundle: Bundle, period: Period) -> list:
-    """Instants every card is cut at, so spans, buckets and annotations are unions of segments."""
+    """Instants every card is cut at, so spans, buckets and annotations are unions of segments.
+
+    Tariff edges are not among them: the telemetry stage prices energy by tariff band (see
+    tariffs.py), which gives the same figures without cutting every card at every tariff edge.
+    """
     cols = [
         pl.Series(day_edges(period), dtype=TS),
         bundle["costs"]["start"],
         bundle["costs"]["end"],
         bundle["rates"]["start"].drop_nulls(),
         bundle["rates"]["end"].drop_nulls(),
-        bundle["tariffs"]["start"],
-        bundle["tariffs"]["end"],
         bundle["events"]["start"],
         bundle["events"]["end"],
         bundle["queue"]["submit"],
@@ -59,21 +62,6 @@ def _global_points(bundle: Bundle, period: Period) -> list:
     ]
     s = pl.concat([c.cast(TS).rename("t") for c in cols])
     return s.filter((s > period.start) & (s < period.end)).unique().to_list()
-
-
-def _tariff_per_interval(intervals: pl.DataFrame, tariffs: pl.DataFrame, flat: float) -> pl.DataFrame:
-    """Price (and carbon) in force at each interval; tariff edges are cut points, so one per interval."""
-    if tariffs.height == 0:
-        return intervals.select("e_idx").with_columns(
-            pl.lit(flat).alias("price_kwh"), pl.lit(None, dtype=pl.Float64).alias("carbon_g_per_kwh")
-        )
-    t = tariffs.sort("start").select(pl.col("start").alias("t0"), "end", "price_per_kwh", "carbon_g_per_kwh")
-    out = intervals.select("e_idx", "t0").sort("t0").join_asof(t, on="t0", strategy="backward")
-    return out.select(
-        "e_idx",
-        pl.when(pl.col("end") > pl.col("t0")).then(pl.col("price_per_kwh")).otherwise(flat).alias("price_kwh"),
-        pl.when(pl.col("end") > pl.col("t0")).then(pl.col("carbon_g_per_kwh")).alias("carbon_g_per_kwh"),
-    )
 
 
 def compute(bundle: Bundle, config: Config, telemetry: TelemetrySource | None = None) -> Computation:
@@ -143,8 +131,10 @@ def compute(bundle: Bundle, config: Config, telemetry: TelemetrySource | None = 
         .select("e_idx", "job_id")
         .unique()
     )
+    bands = (Bands.of(bundle["tariffs"], config.energy.flat_price_per_kwh) if bundle["tariffs"].height
+             else Bands.flat(config.energy.flat_price_per_kwh))
     ta = activity.interval_activity(source, ledger.intervals, config.activity, period.start, period.end, jobs,
-                                    known=cards["gpu_id"])
+                                    known=cards["gpu_id"], bands=bands)
     if ta.outside:
         gaps.append(("telemetry", f"{ta.outside} samples of cards outside the inventory ignored"))
     act, oversized = ta.per_interval, ta.oversized
@@ -157,7 +147,7 @@ def compute(bundle: Bundle, config: Config, telemetry: TelemetrySource | None = 
 
     allocs = own.resolve(alloc.select("allocation_id", "owner", "source", "workload", "job_id", "model", "gpu_id",
                                       "start", "end", "share", "requested_gpus"))
-    seg = enrich_segments(ledger, act, allocs, bundle["tariffs"], config, oversized)
+    seg = enrich_segments(ledger, act, allocs, bands, config, oversized)
     req = tokens.prepare_requests(bundle["requests"], period, config, own.resolve, ledger.slots)
     release_pages()  # a big bundle's requests are mapped from the reader's spill: done with them
     no_latency = req.filter(pl.col("latency_ms").is_null() | pl.col("ttft_ms").is_null())
@@ -202,16 +192,16 @@ def enrich_segments(
     ledger: Ledger,
     act: pl.DataFrame,
     allocs: pl.DataFrame,
-    tariffs: pl.DataFrame,
+    bands: Bands,
     config: Config,
     oversized: pl.DataFrame,
 ) -> pl.DataFrame:
-    """Segments with owners, driver quantities, energy and the tariff in force."""
+    """Segments with owners, driver quantities, energy, its cost at the tariffs in force
+    (`energy_cost`, and `idle_energy_cost` for the joules drawn while inactive), its carbon (`carbon_g`) and whether a tariff gave a carbon intensity
+    (`carbon_known`)."""
     e = config.energy
-    price = _tariff_per_interval(ledger.intervals, tariffs, e.flat_price_per_kwh)
     seg = (
         ledger.segments.join(act, on="e_idx", how="left")
-        .join(price, on="e_idx", how="left")
         .join(
             allocs.select("allocation_id", "owner", "source", "workload", "job_id", "model", "project", "tenant"),
             on="allocation_id",
@@ -236,9 +226,13 @@ def enrich_segments(
     ).with_columns(
         (pl.col("joules") / J_PER_KWH).alias("kwh_gpu"),
         (pl.col("joules") / J_PER_KWH * e.server_overhead * e.pue).alias("kwh_fac"),
-    )
-    # The tariff's carbon intensity applies to the facility energy drawn from the grid.
-    return seg
+        # Price and carbon intensity apply to the facility energy drawn from the grid, band by band.
+        (pl.col("eff") * pl.col("price_j") / J_PER_KWH * e.server_overhead * e.pue).alias("energy_cost"),
+        # The part of it drawn while inactive: what held idle time cost in measured energy.
+        (pl.col("eff") * pl.col("idle_price_j") / J_PER_KWH * e.server_overhead * e.pue).alias("idle_energy_cost"),
+        (pl.col("eff") * pl.col("carbon_j") / J_PER_KWH * e.server_overhead * e.pue).alias("carbon_g"),
+    ).drop("price_j", "idle_price_j", "carbon_j")
+    return seg.with_columns(bands.carbon_known(seg["t0"], seg["t1"]).alias("carbon_known"))
 
 
 def charge_idle_to_owners(money: pl.DataFrame, seg: pl.DataFrame) -> pl.DataFrame:

@@ -120,6 +120,9 @@ def classify(seg: pl.DataFrame, events: pl.DataFrame, queue: pl.DataFrame, perio
 
 
 # One line per cause: what to do about it (the backlog's "suggested action").
+# Drivers that spread money by energy rather than time (allocation.spread_costs).
+ENERGY_DRIVERS = ("energy", "measured_energy")
+
 ACTIONS = {
     "no_demand": "shrink, lend out or re-price the pool: cards sat free with nothing queued",
     "quota": "raise or rebalance quotas: jobs waited on quota while cards were free",
@@ -143,21 +146,51 @@ def detail(seg: pl.DataFrame, pieces: pl.DataFrame, money: pl.DataFrame) -> pl.D
     """Idle pieces with their card, pool, owner, day and cost: the lineage of every idle figure.
 
     `money` is the spread before any idle chargeback, so an idle piece shows what that idle
-    time cost whatever the idle treatment; allocated idle carries its share of the holder's cost.
+    time cost whatever the idle treatment. Unallocated idle carries all of its segment's money.
+    Allocated idle carries the holder's cost of that time, each dollar by what it paid for:
+    time-driven money by the piece's share of the segment's time; money spread by energy by the
+    piece's share of the segment's joules; measured energy by the joules drawn while inactive,
+    priced at the tariff in force when they were drawn (`idle_energy_cost`), split between the
+    causes of that segment by their joules. So a held card that idled through a cheap hour and
+    worked through a dear one is not charged the average price for its idle time.
     """
+    by_driver = pl.col("driver")
     seg_cost = (
         money.lazy().filter(pl.col("s_idx").is_not_null())
         .group_by("s_idx")
-        .agg(pl.col("amount").sum().alias("seg_cost"))
+        .agg(
+            pl.col("amount").sum().alias("seg_cost"),
+            pl.col("amount").filter(~by_driver.is_in(ENERGY_DRIVERS).fill_null(False)).sum().alias("_time"),
+            pl.col("amount").filter(by_driver == "energy").sum().alias("_by_j"),
+            pl.col("amount").filter(by_driver == "measured_energy").sum().alias("_measured"),
+        )
         .collect()
     )
     cols = ["s_idx", "gpu_id", "pool", "node", "accelerator", "allocation_id", "job_id", "owner", "source",
             "tenant", "project", "model", "workload", "day", "t0", "t1"]
+    kwh = 1 / 3_600_000.0
+    piece_j = pl.col("energy_kwh_gpu") / kwh
+
+    def share(num: pl.Expr, den: pl.Expr) -> pl.Expr:
+        return pl.when(den > 0).then(num / den).otherwise(0.0)
+
+    held_cost = (
+        pl.col("_time") * pl.col("idle_frac")
+        + pl.col("_by_j") * share(piece_j, pl.col("_joules"))
+        + pl.col("_measured") * share(pl.col("_idle_energy_cost"), pl.col("_energy_cost"))
+        * share(piece_j, pl.col("_idle_joules"))
+    )
     return (
-        pieces.join(seg.select(cols), on="s_idx")
+        pieces.join(seg.select(*cols, pl.col("joules").alias("_joules"), pl.col("idle_joules").alias("_idle_joules"),
+                               pl.col("energy_cost").alias("_energy_cost"),
+                               pl.col("idle_energy_cost").alias("_idle_energy_cost")), on="s_idx")
         .join(seg_cost, on="s_idx", how="left")
-        .with_columns((pl.col("seg_cost").fill_null(0.0) * pl.col("idle_frac")).alias("cost"))
-        .drop("seg_cost")
+        .with_columns(pl.col("seg_cost", "_time", "_by_j", "_measured").fill_null(0.0))
+        .with_columns(
+            pl.when(pl.col("kind") == "unallocated").then(pl.col("seg_cost")).otherwise(held_cost).alias("cost")
+        )
+        .drop("seg_cost", "_time", "_by_j", "_measured", "_joules", "_idle_joules", "_energy_cost",
+              "_idle_energy_cost")
     )
 
 

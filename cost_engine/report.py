@@ -49,7 +49,7 @@ def owner_table(comp: Computation, keys: list[str]) -> pl.DataFrame:
         (pl.col("util_h").sum() * 100).alias("_util"),
         pl.col("kwh_gpu").sum().alias("energy_kwh_gpu"),
         pl.col("kwh_fac").sum().alias("energy_kwh_facility"),
-        (pl.col("kwh_fac") * pl.col("carbon_g_per_kwh").fill_null(0.0)).sum().truediv(1000).alias("carbon_kg"),
+        pl.col("carbon_g").sum().truediv(1000).alias("carbon_kg"),
         (pl.col("alloc_h") * 3600).sum().alias("_held_s"),
         pl.col("joules").sum().alias("_joules"),
     ).collect()
@@ -124,7 +124,7 @@ def totals(comp: Computation) -> dict:
         "allocation_rate": _div(s["allocated"], available),
         "avg_power_w": _div(s["joules"], comp.period.hours * 3600),
         "carbon_kg": float(
-            seg.select((pl.col("kwh_fac") * pl.col("carbon_g_per_kwh").fill_null(0.0)).sum()).item() / 1000
+            seg.select(pl.col("carbon_g").sum()).item() / 1000
         ),
     }
 

@@ -94,7 +94,7 @@ def model_table(
         pl.col("joules").sum().alias("joules"),
         pl.col("kwh_gpu").sum().alias("energy_kwh_gpu"),
         pl.col("kwh_fac").sum().alias("energy_kwh_facility"),
-        (pl.col("kwh_fac") * pl.col("carbon_g_per_kwh").fill_null(0.0)).sum().truediv(1000).alias("carbon_kg"),
+        pl.col("carbon_g").sum().truediv(1000).alias("carbon_kg"),
         # Seconds the serving cards were held, weighted by capacity: the denominator of average power.
         (pl.col("alloc_h") * 3600).sum().alias("_held_s"),
     ).collect()

@@ -727,8 +727,8 @@ def energy_daily(comp: Computation, filters: Filters | None = None) -> pl.DataFr
     s = fc.seg.group_by("day").agg(
         pl.col("kwh_gpu").sum().alias("energy_kwh_gpu"),
         pl.col("kwh_fac").sum().alias("energy_kwh_facility"),
-        ((pl.col("kwh_fac") * pl.col("carbon_g_per_kwh")).sum() / 1000).alias("co2e_kg"),
-        pl.col("carbon_g_per_kwh").is_not_null().any().alias("_has_carbon"),
+        (pl.col("carbon_g").sum() / 1000).alias("co2e_kg"),
+        pl.col("carbon_known").any().alias("_has_carbon"),
     )
     c = fc.money.filter(pl.col("category") == "power").group_by("day").agg(pl.col("amount").sum().alias("energy_cost"))
     r = fc.requests.group_by("day").agg(pl.col("output_tokens").sum())
@@ -808,7 +808,7 @@ def model_energy(comp: Computation, filters: Filters | None = None) -> pl.DataFr
 def energy_totals(comp: Computation, filters: Filters | None = None) -> dict:
     t = totals(comp, filters)
     fc = apply_filters(comp, filters)
-    has_carbon = fc.seg["carbon_g_per_kwh"].is_not_null().any() if fc.seg.height else False
+    has_carbon = fc.seg["carbon_known"].any() if fc.seg.height else False
     return {
         "energy_kwh_gpu": t["energy_kwh_gpu"],
         "energy_kwh_facility": t["energy_kwh_facility"],

@@ -190,3 +190,65 @@ def test_sample_bundle_lists_idle_by_cause_and_unallocated_equals_idle_bucket():
     # 4 cards x 4 h = 16 card-hours of maintenance idle.
     maint = pl.DataFrame(rep["idle"]).filter(pl.col("cause") == "maintenance")["gpu_hours"].item()
     assert maint == pytest.approx(4.0 * 4)
+
+
+def _priced_idle_bundle(costs):
+    """One card g0 all day; A1 holds it 00:00-02:00 (no job). Samples every 30 min: util 0 at
+    100 W except 01:00-02:00, util 90 at 500 W. Tariffs: $0.10/kWh all day except $0.40 for
+    01:00-02:00, so the hour the card worked is the dear one."""
+    tele = [{"ts": ts(1, h / 2), "gpu_id": "g0", "util_pct": 90.0 if 2 <= h < 4 else 0.0,
+             "power_w": 500.0 if 2 <= h < 4 else 100.0} for h in range(48)]
+    return make_bundle(
+        inventory=[{"gpu_id": "g0", "pool": "p", "node": "n0"}],
+        allocations=[{"allocation_id": "a0", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 2), "owner": "A1"}],
+        telemetry=tele,
+        tariffs=[{"start": ts(1, 0), "end": ts(1, 1), "price_per_kwh": 0.10},
+                 {"start": ts(1, 1), "end": ts(1, 2), "price_per_kwh": 0.40},
+                 {"start": ts(1, 2), "end": ts(2, 0), "price_per_kwh": 0.10}],
+        owners=[{"tenant": "A", "project": "A1"}],
+        costs=costs,
+    )
+
+
+PRICED_CFG = {"activity": {"max_sample_gap_s": 1800}, "energy": {"server_overhead": 1.0, "pue": 1.0}}
+
+
+def test_held_idle_energy_is_priced_when_it_was_drawn():
+    """$240 depreciation = $10 per card-hour; measured energy priced by tariff (PUE and overhead 1).
+
+    A1's 2 h: 00-01 idle at 100 W = 0.1 kWh x $0.10 = $0.01; 01-02 busy at 500 W = 0.5 kWh x
+    $0.40 = $0.20. A1 pays $20 + $0.21 = $20.21. Free 02-24: 22 h x $10 + 2.2 kWh x $0.10 =
+    $220.22 idle. Input $240.43.
+
+    Held idle (underutilized, 1 GPU-hour) costs its hour of depreciation, $10, plus the energy
+    drawn while idle at the price then, $0.01: $10.01. (Half of the 2-hour segment's cost
+    would be $10.105: the idle hour would pay half of the dear hour's energy.) Tariff edges do
+    not cut the ledger: g0 has two segments, 00-02 and 02-24.
+    """
+    comp = compute(_priced_idle_bundle(DEPRECIATION), make_config(**PRICED_CFG))
+    rep = build_report(comp)
+    assert comp.seg.height == 2
+    rc = rep["reconciliation"]
+    assert rc["input_cost"] == pytest.approx(240.43)
+    assert rc["idle"] == pytest.approx(220.22)
+    assert rc["attributed"] == pytest.approx(20.21)
+    held = causes(rep, "allocated")
+    assert set(held) == {"underutilized"}
+    assert held["underutilized"]["gpu_hours"] == pytest.approx(1.0)
+    assert held["underutilized"]["energy_kwh_gpu"] == pytest.approx(0.1)
+    assert held["underutilized"]["cost"] == pytest.approx(10.01)
+    assert causes(rep, "unallocated")["no_demand"]["cost"] == pytest.approx(220.22)
+
+
+def test_held_idle_share_of_a_power_row_follows_its_joules():
+    """A $24 power row spread by energy replaces the measured energy; depreciation as above.
+
+    Energy: A1 0.1 + 0.5 = 0.6 kWh, free time 2.2 kWh, 2.8 kWh in all. A1's segment gets
+    $24 x 0.6 / 2.8 = $5.142857 of power; its idle hour drew 0.1 of those 0.6 kWh, so held idle
+    costs $10 + $24 x 0.1 / 2.8 = $10.857143 (by time it would be $10 + $2.571429).
+    """
+    power = [{"cost_id": "pw", "category": "power", "amount": 24.0, "start": ts(1, 0), "end": ts(2, 0)}]
+    rep = build_report(compute(_priced_idle_bundle(DEPRECIATION + power), make_config(**PRICED_CFG)))
+    assert rep["reconciliation"]["input_cost"] == pytest.approx(264.0)
+    assert rep["reconciliation"]["attributed"] == pytest.approx(20 + 24 * 0.6 / 2.8)
+    assert causes(rep, "allocated")["underutilized"]["cost"] == pytest.approx(10 + 24 * 0.1 / 2.8)
