@@ -195,7 +195,7 @@ def interval_activity(
         busy = pl.when(pl.col("util_pct") >= rule.threshold_pct).then(1.0).otherwise(0.0)
     else:
         busy = pl.col("util_pct") / 100.0
-    aggs, overs, energy, resets, prices = [], [], [], [], []
+    aggs, overs, energy, resets = [], [], [], []
     n_samples = 0
     with source.reader() as r:
         outside = r.outside(codes["gpu_id"] if known is None else known)
@@ -216,25 +216,26 @@ def interval_activity(
             # way, so the simple pieces' e_idx ascend: a sorted group-by is ~3x cheaper.
             if simple["e_idx"].is_sorted():
                 simple = simple.with_columns(pl.col("e_idx").set_sorted())
-            aggs += [_per_interval(simple, busy), _per_interval(spread, busy)]
+            if bands is not None:  # priced in the same group-by; pieces across a band edge apart
+                simple, spread = bands.tag(simple), bands.tag(spread)
+            aggs += [_per_interval(simple, busy, bands is not None), _per_interval(spread, busy, bands is not None)]
             p = pl.concat([simple, spread])
             del simple, spread
             if bands is not None:
-                prices.append(bands.priced(p, busy))
+                crossing = p.filter(pl.col("price").is_null())
+                if crossing.height:
+                    aggs.append(bands.priced(crossing, busy))
             if jobs is not None:
                 overs.append(_oversized(p, busy, jobs))
             del p
     out = intervals.select("e_idx")
     if aggs:
-        agg = pl.concat(aggs).group_by("e_idx").agg(pl.all().sum())
+        agg = pl.concat(aggs, how="diagonal").group_by("e_idx").agg(pl.all().sum())
         out = out.join(agg, on="e_idx", how="left")
-    else:
-        out = out.with_columns(pl.lit(None, pl.Float64).alias(c) for c in _ACTIVITY)
-    if prices:
-        out = out.join(pl.concat(prices).group_by("e_idx").agg(pl.all().sum()), on="e_idx", how="left")
-    else:
-        out = out.with_columns(pl.lit(None, pl.Float64).alias(c) for c in _PRICED)
-    out = out.with_columns(pl.col(*_ACTIVITY, *_PRICED).fill_null(0.0))
+    out = out.with_columns(
+        (pl.col(c) if c in out.columns else pl.lit(None, pl.Float64)).fill_null(0.0).alias(c)
+        for c in (*_ACTIVITY, *_PRICED)
+    )
     oversized = empty_oversized()
     if overs and job_codes is not None:
         oversized = (
@@ -297,8 +298,16 @@ _ACTIVITY = ("covered_s", "active_s", "util_s", "joules", "idle_joules", "energy
 _PRICED = ("price_j", "idle_price_j", "carbon_j")
 
 
-def _per_interval(p: pl.DataFrame, busy: pl.Expr) -> pl.DataFrame:
+def _per_interval(p: pl.DataFrame, busy: pl.Expr, priced: bool = False) -> pl.DataFrame:
     active = pl.col("ov_s") * busy
+    j = pl.col("joules").fill_null(0.0) * pl.col("frac")
+    # Pieces tagged with their band's price (tariffs.Bands.tag); a null price (a piece across a
+    # band edge) adds nothing here and is priced apart.
+    prices = [
+        (j * pl.col("price")).sum().alias("price_j"),
+        (j * (1.0 - busy) * pl.col("price")).sum().alias("idle_price_j"),
+        (j * pl.col("carbon")).sum().alias("carbon_j"),
+    ] if priced else []
     return p.group_by("e_idx").agg(
         pl.col("ov_s").sum().alias("covered_s"),
         active.sum().alias("active_s"),
@@ -307,6 +316,7 @@ def _per_interval(p: pl.DataFrame, busy: pl.Expr) -> pl.DataFrame:
         # Joules drawn while inactive: what allocated idle time cost in energy.
         (pl.col("joules") * pl.col("frac") * (1.0 - busy)).sum().alias("idle_joules"),
         pl.when(pl.col("joules").is_not_null()).then(pl.col("ov_s")).otherwise(0.0).sum().alias("energy_s"),
+        *prices,
     )
 
 

@@ -56,7 +56,7 @@ def owner_table(comp: Computation, keys: list[str]) -> pl.DataFrame:
     tok = comp.requests.lazy().filter(pl.col("project").is_not_null()).group_by(keys).agg(
         *(pl.col(c).sum() for c in TOKEN_COLS), pl.col("requests").sum(),
         pl.col("tokens").filter(pl.col("good")).sum().alias("good_tokens"),
-    ).collect()
+    ).collect(engine="streaming")  # millions of requests: see tokens.model_table
     t = cost.join(held, on=keys, how="full", coalesce=True).join(tok, on=keys, how="full", coalesce=True)
     t = t.with_columns(
         pl.col("cost", "inference_cost", "energy_cost", "allocated_gpu_hours", "active_gpu_hours",
@@ -191,7 +191,9 @@ def trend(comp: Computation) -> pl.DataFrame:
         pl.col("amount").sum().alias("cost"),
         pl.col("amount").filter(pl.col("dest") == IDLE).sum().alias("idle_cost"),
     )
-    r = comp.requests.group_by("day").agg(*(pl.col(x).sum() for x in TOKEN_COLS), pl.col("requests").sum())
+    r = comp.requests.lazy().group_by("day").agg(
+        *(pl.col(x).sum() for x in TOKEN_COLS), pl.col("requests").sum()
+    ).collect(engine="streaming")
     t = s.join(c, on="day", how="full", coalesce=True).join(r, on="day", how="full", coalesce=True).drop_nulls("day")
     return t.fill_null(0).sort("day")
 

@@ -91,6 +91,21 @@ class Bands:
             (pl.col("j") * pl.col("carbon")).sum().alias("carbon_j"),
         )
 
+    def tag(self, pieces: pl.DataFrame) -> pl.DataFrame:
+        """Pieces (p0, p1) with the `price` and `carbon` (unknown as 0) of the one band holding
+        each, so the per-interval sums can price them in the same pass; both null for a piece
+        that crosses a band edge (rare: those go through `priced`)."""
+        if self.edges.len() == 0:
+            return pieces.with_columns(pl.lit(self.price[0]).alias("price"), pl.lit(0.0).alias("carbon"))
+        k0 = self._band(pieces["p0"])
+        # One search: a piece stays in its band when it ends by the band's end (a gather).
+        ends = pl.concat([self.edges, pl.Series([None], dtype=TS)]).gather(k0)
+        one = pl.lit(ends.is_null() | (pieces["p1"] <= ends))
+        return pieces.with_columns(
+            pl.when(one).then(pl.lit(self.price.gather(k0))).alias("price"),
+            pl.when(one).then(pl.lit(self.carbon.fill_null(0.0).gather(k0))).alias("carbon"),
+        )
+
     def carbon_known(self, t0: pl.Series, t1: pl.Series) -> pl.Series:
         """Whether a band with a carbon intensity overlaps each [t0, t1)."""
         if self.edges.len() == 0:

@@ -34,7 +34,8 @@ def prepare_requests(requests: pl.DataFrame, period: Period, config: Config, res
         ).alias("good"),
     )
     r = r.sort("ts").join_asof(slots.lazy().select("slot", pl.col("g0").alias("ts")), on="ts", strategy="backward")
-    return r.with_columns(pl.col("ts").dt.convert_time_zone(period.timezone).dt.date().alias("day")).collect()
+    return r.with_columns(pl.col("ts").dt.convert_time_zone(period.timezone).dt.date().alias("day")).collect(
+        engine="streaming")
 
 
 def recharge(money: pl.DataFrame, requests: pl.DataFrame, config: Config) -> pl.DataFrame:
@@ -47,9 +48,10 @@ def recharge(money: pl.DataFrame, requests: pl.DataFrame, config: Config) -> pl.
     if mode == "none" or requests.height == 0:
         return money
     col = "tokens_w" if mode == "tokens" else "requests"
-    weights = (
-        requests.group_by("model", "project", "tenant", "owner", "source")
+    weights = (  # streaming: see model_table
+        requests.lazy().group_by("model", "project", "tenant", "owner", "source")
         .agg(pl.col(col).sum().alias("w"))
+        .collect(engine="streaming")
         .filter(pl.col("w") > 0)
         .with_columns((pl.col("w") / pl.col("w").sum().over("model")).alias("f"))
     )
@@ -100,7 +102,9 @@ def model_table(
     ).collect()
     w = config.allocation.token_weights
     has_phase = pl.col("prefill_ms").is_not_null() & pl.col("decode_ms").is_not_null()
-    tok = requests.group_by("model").agg(
+    # Sums over millions of requests run on the streaming engine: the in-memory group-by
+    # materialises every filtered expression for all rows at once (about 1 GB at a thousand GPUs).
+    tok = requests.lazy().group_by("model").agg(
         *(pl.col(c).sum() for c in TOKEN_COLS),
         pl.col("requests").sum(),
         pl.col("tokens").filter(pl.col("good")).sum().alias("good_tokens"),
@@ -111,7 +115,7 @@ def model_table(
         pl.col("prefill_ms").filter(has_phase).sum().alias("prefill_ms"),
         pl.col("decode_ms").filter(has_phase).sum().alias("decode_ms"),
         has_phase.all().alias("all_phase"),
-    )
+    ).collect(engine="streaming")
     t = cost.join(hours, on="model", how="full", coalesce=True).join(tok, on="model", how="full", coalesce=True)
     t = t.with_columns(
         pl.col("cost", "energy_cost", "allocated_gpu_hours", "active_gpu_hours", "joules", "energy_kwh_gpu",
@@ -193,8 +197,9 @@ def model_trend(money_before_recharge: pl.DataFrame, seg: pl.DataFrame, requests
     energy = s.group_by("model", "day").agg(pl.col("joules").sum())
     # Split held time at hour edges to see which hours had traffic.
     hourly = split_by(s, "1h", "hour").with_columns((pl.col("f") * pl.col("alloc_h")).alias("h"))
-    busy_hours = requests.select("model", pl.col("ts").dt.truncate("1h").alias("hour")).unique().with_columns(
-        pl.lit(True).alias("busy")
+    busy_hours = (
+        requests.lazy().select("model", pl.col("ts").dt.truncate("1h").alias("hour")).unique()
+        .with_columns(pl.lit(True).alias("busy")).collect(engine="streaming")
     )
     occ = (
         hourly.join(busy_hours, on=["model", "hour"], how="left")
@@ -204,7 +209,10 @@ def model_trend(money_before_recharge: pl.DataFrame, seg: pl.DataFrame, requests
             pl.col("h").filter(~pl.col("busy").fill_null(False)).sum().alias("gpu_hours_without_tokens"),
         )
     )
-    tok = requests.group_by("model", "day").agg(pl.col("output_tokens").sum(), pl.col("tokens").sum())
+    tok = (
+        requests.lazy().group_by("model", "day").agg(pl.col("output_tokens").sum(), pl.col("tokens").sum())
+        .collect(engine="streaming")
+    )
     t = (
         cost.join(energy, on=["model", "day"], how="full", coalesce=True)
         .join(occ, on=["model", "day"], how="full", coalesce=True)

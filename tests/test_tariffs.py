@@ -60,3 +60,30 @@ def test_without_tariffs_everything_is_the_flat_price():
     )
     got = Bands.flat(0.10).priced(pieces, pl.col("util_pct") / 100.0).row(0, named=True)
     assert (got["price_j"], got["idle_price_j"], got["carbon_j"]) == pytest.approx((720.0, 360.0, 0.0))
+
+
+def test_samples_across_a_band_edge_are_priced_in_the_engine():
+    """g0 held by A1 00:00-02:00; samples at 00:00, 00:40, 01:20 at 300 W (gap cap 2,400 s), so
+    each stands for 2,400 s = 720,000 J. Tariff $0.40 over 01:00-02:00, flat $0.10 otherwise;
+    overhead and PUE 1.
+    [00:00, 00:40): 720,000 J x 0.10 = 72,000; [00:40, 01:20) crosses 01:00: half at 0.10 and
+    half at 0.40 = 36,000 + 144,000 = 180,000; [01:20, 02:00) at 0.40 = 288,000.
+    540,000 J x $/kWh / 3.6e6 = $0.15 of measured energy, all A1's; 2.16e6 J = 0.6 kWh."""
+    from cost_engine.engine import compute
+    from cost_engine.report import build_report
+    from tests.helpers import make_bundle, make_config
+
+    b = make_bundle(
+        inventory=[{"gpu_id": "g0", "pool": "p"}],
+        allocations=[{"allocation_id": "a0", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 2), "owner": "A1"}],
+        telemetry=[{"ts": ts(1, h), "gpu_id": "g0", "util_pct": 90.0, "power_w": 300.0} for h in (0, 2 / 3, 4 / 3)],
+        tariffs=[{"start": ts(1, 1), "end": ts(1, 2), "price_per_kwh": 0.40}],
+        owners=[{"tenant": "A", "project": "A1"}],
+    )
+    cfg = make_config(activity={"max_sample_gap_s": 2400},
+                      energy={"server_overhead": 1.0, "pue": 1.0, "flat_price_per_kwh": 0.10})
+    comp = compute(b, cfg)
+    assert comp.seg["energy_cost"].sum() == pytest.approx(0.15)
+    assert comp.seg["kwh_gpu"].sum() == pytest.approx(0.6)
+    rc = build_report(comp)["reconciliation"]
+    assert (rc["input_cost"], rc["attributed"]) == pytest.approx((0.15, 0.15))
