@@ -139,4 +139,7 @@ def _scoped_bundle(comp: Computation, allocations: pl.DataFrame, requests: pl.Da
     tables["costs"] = b["costs"].join(direct.select("cost_id").unique(), on="cost_id", how="semi")
     for t in ("queue", "quotas"):
         tables[t] = b[t].filter(pl.col("tenant").is_in(sorted(set(tenants)))) if "tenant" in b[t].columns else empty(t)
-    return Bundle(tables=tables, present=b.present)
+    # Requests left in the store count as the allowed ones (never the store itself: a scoped
+    # bundle must not lead back to other owners' rows).
+    held = {"requests": requests.height} if "requests" in b.held_rows else {}
+    return Bundle(tables=tables, present=b.present, held_rows=held)

@@ -27,9 +27,10 @@ def find_config(source: str | Path, config_path: str | Path | None) -> Path | No
 def load_source(source: str | Path, config: Config) -> tuple[Bundle, TelemetrySource | None]:
     """Read a bundle folder, or an ailedger DuckDB store: (bundle, telemetry source).
 
-    From a store every table but telemetry is loaded; the telemetry stays in the store and
-    the engine reads it window by window through the returned source. From a folder the
-    bundle holds its telemetry and the source is None (the engine reads the bundle's frame).
+    From a store every table but telemetry and requests is loaded: the telemetry stays in the
+    store and the engine reads it window by window through the returned source; the requests
+    stay there too (`Bundle.held_rows`) and the engine reads them in batches. From a folder the
+    bundle holds everything and the source is None (the engine reads the bundle's frames).
     """
     from . import store
     from .contract import TABLE_NAMES
@@ -37,7 +38,10 @@ def load_source(source: str | Path, config: Config) -> tuple[Bundle, TelemetrySo
     p = Path(source)
     if not (p.is_file() and store.is_store(p)):
         return read_bundle(p, config), None
-    bundle = store.load_bundle(p, tables=[t for t in TABLE_NAMES if t != "telemetry"])
+    held = ("telemetry", "requests")
+    bundle = store.load_bundle(p, tables=[t for t in TABLE_NAMES if t not in held])
+    present = bundle.present | (store.present_tables(p) & {"requests"})
+    bundle = replace(bundle, present=present, store=p, held_rows={"requests": store.count_rows(p, "requests")})
     telemetry = StoreTelemetry(p)
     with telemetry.reader() as r:
         if r.listed:  # the table stays in the store, but the source had it

@@ -120,6 +120,10 @@ class Bundle:
     # every table holds each record key once (read_bundle deduplicates), so the store may
     # skip its own duplicate check; frames built by hand (importers, tests) keep it
     unique_keys: bool = False
+    # tables left in a store rather than loaded (read from there when needed), with their rows
+    # there; `store` is that store's path
+    held_rows: dict[str, int] = field(default_factory=dict)
+    store: Path | None = None
 
     def __getitem__(self, table: str) -> pl.DataFrame:
         return self.tables[table]

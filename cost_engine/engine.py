@@ -148,11 +148,18 @@ def compute(bundle: Bundle, config: Config, telemetry: TelemetrySource | None = 
     allocs = own.resolve(alloc.select("allocation_id", "owner", "source", "workload", "job_id", "model", "gpu_id",
                                       "start", "end", "share", "requested_gpus"))
     seg = enrich_segments(ledger, act, allocs, bands, config, oversized)
-    req = tokens.prepare_requests(bundle["requests"], period, config, own.resolve, ledger.slots)
+    if "requests" in bundle.held_rows and bundle.store is not None:
+        from . import store  # requests left in the store: read in batches, resolved batch by batch
+
+        raw = store.request_batches(bundle.store, period.start, period.end)
+    else:
+        raw = bundle["requests"]
+    req = tokens.prepare_requests(raw, period, config, own.resolve, ledger.slots)
+    del raw
     release_pages()  # a big bundle's requests are mapped from the reader's spill: done with them
-    no_latency = req.filter(pl.col("latency_ms").is_null() | pl.col("ttft_ms").is_null())
-    if no_latency.height:
-        gaps.append(("latency missing", f"{no_latency.height} requests without ttft or latency count as meeting the SLO"))
+    no_latency = req.select((pl.col("latency_ms").is_null() | pl.col("ttft_ms").is_null()).sum()).item()
+    if no_latency:
+        gaps.append(("latency missing", f"{no_latency} requests without ttft or latency count as meeting the SLO"))
     weights = req.select("slot", "project", "tenant", "owner", "source", "tokens_w", "requests")
 
     spread = allocation.spread_costs(

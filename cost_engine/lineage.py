@@ -81,7 +81,7 @@ def explain(
         .sort(["cost", "allocation_id"], descending=[True, False])
     )
     costs = _cost_contributions(comp, money)
-    requests = reqs.sort("ts")
+    requests = reqs.sort("ts", "request_id")
     return Explanation(allocations=allocations, costs=costs, requests=requests,
                        total_cost=float(money["amount"].sum()))
 

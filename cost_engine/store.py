@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import getpass
 import json
 import os
@@ -18,6 +19,7 @@ from typing import Any
 
 import duckdb
 import polars as pl
+import pyarrow as pa
 
 from .bundle import Bundle, release_pages
 from .contract import RECORD_KEYS, REJECTED_SCHEMA, TABLE_NAMES, TABLES, empty, schema
@@ -898,6 +900,57 @@ def load_bundle(db_path: str | Path, *, tables: list[str] | tuple[str, ...] | No
         notes = [tuple(r) for r in con.execute("SELECT what, detail FROM notes ORDER BY ingest_id, seq").fetchall()]
         present = {r[0] for r in con.execute('SELECT "table" FROM present_tables').fetchall()}
     return Bundle(tables=frames, rejected=rejected, present=frozenset(present & set(wanted)), notes=notes)
+
+
+# Requests handed to the engine per batch (store.request_batches): about 35 MB of raw rows.
+REQUEST_BATCH_ROWS = 250_000
+
+
+def request_batches(
+    db_path: str | Path, start: datetime, end: datetime, batch_rows: int = REQUEST_BATCH_ROWS
+) -> Iterator[pl.DataFrame]:
+    """The stored requests with `ts` in [start, end), canonical columns, `batch_rows` at a time.
+
+    In storage order: the engine resolves each batch and sorts the resolved rows once, so a
+    month of millions of requests is never held twice (raw and resolved) nor sorted by DuckDB.
+    """
+    target = schema("requests")
+    with connect(db_path) as con:
+        if not _has_table(con, "requests"):
+            return
+        sql = f"SELECT {_select_canonical(con, 'requests')} FROM requests WHERE ts >= ? AND ts < ?"
+        # A relation's reader streams (an execute() result would copy every row first).
+        with con.sql(sql, params=[start, end]).to_arrow_reader(batch_size=batch_rows) as reader:
+            # The reader hands over DuckDB's own chunks (tens of thousands of rows); gathered into
+            # batches of `batch_rows`, the engine's frames stay in a few contiguous chunks.
+            pending: list = []
+            rows = 0
+            for rb in itertools.chain(reader, [None]):
+                if rb is not None and rb.num_rows:
+                    pending.append(rb)
+                    rows += rb.num_rows
+                if pending and (rb is None or rows >= batch_rows):
+                    got = pl.from_arrow(pa.Table.from_batches(pending))
+                    assert isinstance(got, pl.DataFrame)
+                    pending, rows = [], 0
+                    yield got.rechunk().cast(dict(target))  # type: ignore[arg-type]
+
+
+def present_tables(db_path: str | Path) -> frozenset[str]:
+    """The contract tables some ingest's source had (even empty)."""
+    with connect(db_path) as con:
+        return frozenset(r[0] for r in con.execute('SELECT "table" FROM present_tables').fetchall())
+
+
+def count_rows(db_path: str | Path, table: str) -> int:
+    """Rows of a contract table in the store (0 when it has none)."""
+    if table not in TABLE_NAMES:
+        raise ValueError(f"unknown table: {table}")
+    with connect(db_path) as con:
+        if not _has_table(con, table):
+            return 0
+        row = _one(con, f"SELECT count(*) FROM {_q(table)}", None)
+        return int(row[0]) if row else 0
 
 
 def _where(table: str, filters: dict[str, list[str]] | None, ids: list[str] | None) -> tuple[str, list[Any]] | None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import polars as pl
 
 from .config import Config
@@ -11,15 +13,31 @@ from .ledger import Period, split_by
 TOKEN_COLS = ("input_tokens", "cached_input_tokens", "output_tokens")
 
 
-def prepare_requests(requests: pl.DataFrame, period: Period, config: Config, resolve, slots: pl.DataFrame) -> pl.DataFrame:
-    """Requests in the period with owner resolved, weighted tokens, the good flag and their slot."""
+def prepare_requests(
+    requests: pl.DataFrame | Iterable[pl.DataFrame], period: Period, config: Config, resolve, slots: pl.DataFrame
+) -> pl.DataFrame:
+    """Requests in the period with owner resolved, weighted tokens, the good flag and their slot.
+
+    `requests` is a frame, or batches of one (a store hands a month of millions over in batches,
+    so the raw rows are never all in memory beside the resolved ones). The rows keep the order
+    they came in: everything downstream sums them, and lineage sorts the ones it shows.
+    """
+    g0 = slots.sort("g0")
+    batches = [requests] if isinstance(requests, pl.DataFrame) else requests
+    parts = [_resolve_batch(b, period, config, resolve, g0) for b in batches]
+    if not parts:
+        from .contract import schema
+
+        parts = [_resolve_batch(pl.DataFrame(schema=schema("requests")), period, config, resolve, g0)]
+    return pl.concat(parts, rechunk=False)
+
+
+
+def _resolve_batch(batch: pl.DataFrame, period: Period, config: Config, resolve, g0: pl.DataFrame) -> pl.DataFrame:
     w = config.allocation.token_weights
     slo = config.slo
-    # Lazy: filter, owner joins, new columns and the slot lookup run as one plan, without a
-    # full copy of the requests per step.
-    r = requests.lazy().filter(
-        (pl.col("ts") >= pl.lit(period.start)) & (pl.col("ts") < pl.lit(period.end))
-    )
+    # Lazy: filter, owner joins and new columns run as one plan, without a full copy per step.
+    r = batch.lazy().filter((pl.col("ts") >= pl.lit(period.start)) & (pl.col("ts") < pl.lit(period.end)))
     r = resolve(r).with_columns(
         (
             w.input * pl.col("input_tokens")
@@ -32,10 +50,17 @@ def prepare_requests(requests: pl.DataFrame, period: Period, config: Config, res
             & (pl.col("ttft_ms").is_null() | (pl.col("ttft_ms") <= slo.ttft_ms))
             & (pl.col("latency_ms").is_null() | (pl.col("latency_ms") <= slo.latency_ms))
         ).alias("good"),
-    )
-    r = r.sort("ts").join_asof(slots.lazy().select("slot", pl.col("g0").alias("ts")), on="ts", strategy="backward")
-    return r.with_columns(pl.col("ts").dt.convert_time_zone(period.timezone).dt.date().alias("day")).collect(
-        engine="streaming")
+    ).collect()
+    # The slot holding each request: the last slot starting at or before it. A binary search,
+    # so batches need neither a sort nor a join.
+    k = g0["g0"].search_sorted(r["ts"], side="right").cast(pl.Int64) - 1
+    slot = g0["slot"].gather(k.clip(lower_bound=0)) if g0.height else pl.Series([None] * r.height, dtype=pl.Int64)
+    # One chunk per batch: a frame whose columns are chunked differently is copied whole
+    # (rechunked) by Polars on the next select.
+    return r.with_columns(
+        pl.when(pl.lit(k) >= 0).then(pl.lit(slot)).alias("slot"),
+        pl.col("ts").dt.convert_time_zone(period.timezone).dt.date().alias("day"),
+    ).rechunk()
 
 
 def recharge(money: pl.DataFrame, requests: pl.DataFrame, config: Config) -> pl.DataFrame:

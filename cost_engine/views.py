@@ -876,13 +876,15 @@ def validation_summary(bundle: Bundle, telemetry_rows: int | None = None) -> pl.
     """Per contract table: present in the source, rows accepted, rows rejected.
 
     `telemetry_rows`: the accepted telemetry count when the bundle does not hold the table
-    (a store's telemetry stays in the store; see telemetry_rows)."""
+    (a store's telemetry stays in the store; see telemetry_rows). Other tables left in a store
+    count as `Bundle.held_rows` says."""
     rej = bundle.rejected.group_by("table").agg(pl.len().cast(pl.Int64).alias("rejected"))
     rej_map = dict(zip(rej["table"].to_list(), rej["rejected"].to_list()))
     return pl.DataFrame(
         [
             {"table": t, "present": t in bundle.present,
-             "accepted": telemetry_rows if t == "telemetry" and telemetry_rows is not None else bundle[t].height,
+             "accepted": telemetry_rows if t == "telemetry" and telemetry_rows is not None
+             else bundle.held_rows.get(t, bundle[t].height),
              "rejected": int(rej_map.get(t, 0))}
             for t in TABLE_NAMES
         ],

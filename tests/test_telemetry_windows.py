@@ -159,3 +159,37 @@ def test_job_index_attaches_jobs_like_a_join_including_shared_intervals():
     want = pieces.join(jobs, on="e_idx")
     key = ["e_idx", "job_id", "ov_s"]
     assert got.sort(key).rows() == want.sort(key).rows() == [(0, 1.0, 5), (1, 2.0, 7), (1, 2.0, 9), (3, 4.0, 5), (3, 5.0, 5)]
+
+
+def test_requests_stay_in_the_store_and_are_resolved_in_batches(tmp_path, monkeypatch, comp, rep):
+    """The store's computation reads requests in batches (here of 500 rows, so the sample
+    fleet's week comes in many) and resolves them batch by batch: the same resolved rows, the
+    same report, the same Data page count, and lineage lists them by (ts, request_id)."""
+    from cost_engine import lineage
+
+    db = tmp_path / "fleet.duckdb"
+    store.ingest(db, api.read_bundle(SAMPLE, comp.config))
+    seen = []
+    real = store.request_batches
+
+    def spy(*a, **k):
+        for b in real(*a, **{**k, "batch_rows": 500}):
+            seen.append(b.height)
+            yield b
+
+    monkeypatch.setattr(store, "request_batches", spy)
+    got = api.run(db, config=comp.config)
+    assert got.bundle["requests"].height == 0 and got.bundle.held_rows == {"requests": comp.bundle["requests"].height}
+    assert len(seen) > 3 and max(seen) <= 500 and sum(seen) == comp.requests.height
+    key = ["ts", "request_id"]
+    assert_frame_equal(got.requests.sort(key), comp.requests.sort(key), check_exact=False, rel_tol=1e-12)
+    back = build_report(got)
+    assert back["totals"] == pytest.approx(rep["totals"], rel=1e-9)
+    assert_frame_equal(got.models.sort("model"), comp.models.sort("model"), check_exact=False, rel_tol=1e-9)
+    v = views.validation_summary(got.bundle, views.telemetry_rows(got)).filter(pl.col("table") == "requests")
+    assert v.row(0, named=True) == {"table": "requests", "present": True,
+                                         "accepted": comp.bundle["requests"].height, "rejected": 0}
+    model = comp.models["model"].sort()[0]
+    ex = lineage.explain(got, model=model).requests
+    assert ex.height > 0 and ex.equals(ex.sort(key))
+    assert ex.equals(lineage.explain(comp, model=model).requests)
