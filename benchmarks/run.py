@@ -194,7 +194,8 @@ def work_report_bundle(bundle: Path, **_) -> dict:
 
 def work_report_store(bundle: Path, db: Path, **_) -> dict:
     """The full report from the DuckDB store, as the CLI and the dashboard run it
-    (api.load_source: every table but telemetry, which the engine reads window by window)."""
+    (api.load_source: every table but telemetry and requests, which the engine reads window by
+    window and in batches)."""
     from cost_engine import api
 
     t0 = _now()
