@@ -26,7 +26,7 @@ import shutil
 import tempfile
 import weakref
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -857,6 +857,22 @@ def _spill(frame: pl.DataFrame, path: Path) -> pl.DataFrame:
     out = pl.from_arrow(mapped, rechunk=False)
     assert isinstance(out, pl.DataFrame)
     return out
+
+
+@contextlib.contextmanager
+def spill_folder() -> Iterator[Callable[[pl.DataFrame], pl.DataFrame]]:
+    """A function that writes a frame to a private temporary folder and hands it back
+    memory-mapped (see _spill); the folder goes on the way out, the mappings stay readable.
+
+    For frames of millions of rows the engine keeps (resolved requests): their pages are file
+    backed, so release_pages lets them go between scans instead of holding them resident.
+    """
+    spill = Path(tempfile.mkdtemp(prefix="ailedger-spill-", dir=os.environ.get("AILEDGER_SPILL_DIR") or None))
+    n = iter(range(1 << 62))
+    try:
+        yield lambda frame: _spill(frame, spill / f"part-{next(n)}.arrow")
+    finally:
+        shutil.rmtree(spill, ignore_errors=True)
 
 
 # Spilled files mapped by live frames (weakly held: a map goes with the last frame using it).

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 
 import polars as pl
 
 from . import activity, allocation, idle, tokens
-from .bundle import Bundle, release_pages
+from .bundle import Bundle, release_pages, spill_folder
 from .config import Config
 from .contract import IDLE, TS
 from .ledger import Ledger, Period, build_ledger, cards_frame, clip, day_edges, resolve_period
@@ -16,6 +17,10 @@ from .tariffs import Bands
 from .telemetry import FrameTelemetry, TelemetrySource
 
 J_PER_KWH = 3_600_000.0
+# Requests of a bundle frame resolved per slice (as a store's are per batch).
+REQUEST_SLICE_ROWS = 250_000
+# Above this many requests the resolved ones are spilled to memory-mapped files.
+SPILL_REQUESTS_ABOVE = 1_000_000
 
 
 @dataclass
@@ -152,9 +157,14 @@ def compute(bundle: Bundle, config: Config, telemetry: TelemetrySource | None = 
         from . import store  # requests left in the store: read in batches, resolved batch by batch
 
         raw = store.request_batches(bundle.store, period.start, period.end)
-    else:
-        raw = bundle["requests"]
-    req = tokens.prepare_requests(raw, period, config, own.resolve, ledger.slots)
+    else:  # in the same batches: resolving millions at once holds several copies
+        raw = bundle["requests"].iter_slices(REQUEST_SLICE_ROWS)
+    n_requests = bundle.held_rows.get("requests", bundle["requests"].height)
+    with contextlib.ExitStack() as stack:
+        # Millions of resolved requests live in memory-mapped spill files, like a big bundle's
+        # tables: resident only while scanned (bundle.release_pages), not all the time.
+        keep = stack.enter_context(spill_folder()) if n_requests > SPILL_REQUESTS_ABOVE else None
+        req = tokens.prepare_requests(raw, period, config, own.resolve, ledger.slots, keep=keep)
     del raw
     release_pages()  # a big bundle's requests are mapped from the reader's spill: done with them
     no_latency = req.select((pl.col("latency_ms").is_null() | pl.col("ttft_ms").is_null()).sum()).item()
@@ -165,6 +175,7 @@ def compute(bundle: Bundle, config: Config, telemetry: TelemetrySource | None = 
     spread = allocation.spread_costs(
         seg, bundle["costs"], bundle["rates"], weights, ledger.slots, period, config, own.resolve
     )
+    release_pages()  # the spread scanned the requests' weights (mapped pages when spilled)
     gaps += spread.gaps
     money = spread.money
     if config.allocation.idle == "proportional":

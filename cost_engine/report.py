@@ -10,7 +10,7 @@ import polars as pl
 from . import idle
 from .contract import IDLE, UNATTRIBUTED
 from .engine import Computation
-from .tokens import TOKEN_COLS, model_trend
+from .tokens import TOKEN_COLS, model_trend, request_sums
 
 MEASURES = ("cost", "allocated_gpu_hours", "active_gpu_hours", "energy_kwh_gpu", *TOKEN_COLS)
 
@@ -53,10 +53,10 @@ def owner_table(comp: Computation, keys: list[str]) -> pl.DataFrame:
         (pl.col("alloc_h") * 3600).sum().alias("_held_s"),
         pl.col("joules").sum().alias("_joules"),
     ).collect()
-    tok = comp.requests.lazy().filter(pl.col("project").is_not_null()).group_by(keys).agg(
+    tok = request_sums(comp.requests.lazy().filter(pl.col("project").is_not_null()).group_by(keys).agg(
         *(pl.col(c).sum() for c in TOKEN_COLS), pl.col("requests").sum(),
         pl.col("tokens").filter(pl.col("good")).sum().alias("good_tokens"),
-    ).collect(engine="streaming")  # millions of requests: see tokens.model_table
+    ))
     t = cost.join(held, on=keys, how="full", coalesce=True).join(tok, on=keys, how="full", coalesce=True)
     t = t.with_columns(
         pl.col("cost", "inference_cost", "energy_cost", "allocated_gpu_hours", "active_gpu_hours",
@@ -91,7 +91,8 @@ def totals(comp: Computation) -> dict:
     ).row(0, named=True)
     available = s["available"] if comp.ledger.has_inventory else None
     cost = float(comp.inputs["amount"].sum())
-    tok = {c: int(req[c].sum()) for c in TOKEN_COLS}
+    tok = request_sums(req.lazy().select(pl.col(*TOKEN_COLS).sum())).row(0, named=True)
+    tok = {c: int(tok[c] or 0) for c in TOKEN_COLS}
     m = comp.models
     served = m.filter((pl.col("cost") > 0) & ((pl.col("input_tokens") + pl.col("cached_input_tokens") + pl.col("output_tokens")) > 0))
     served_tokens = float(served.select(pl.sum_horizontal(*TOKEN_COLS).sum()).item() or 0)
@@ -155,7 +156,8 @@ def unattributed(comp: Computation) -> list[dict]:
     recs = pl.concat(
         [
             comp.allocations.filter(pl.col("project").is_null()).select("source", pl.col("owner").alias("key")),
-            comp.requests.filter(pl.col("project").is_null()).select("source", pl.col("owner").alias("key")),
+            request_sums(comp.requests.lazy().filter(pl.col("project").is_null())
+                         .select("source", pl.col("owner").alias("key"))),
         ]
     ).group_by("source", "key").agg(pl.len().cast(pl.Int64).alias("records"))
     t = u.join(recs, on=["source", "key"], how="full", coalesce=True).with_columns(
@@ -191,9 +193,9 @@ def trend(comp: Computation) -> pl.DataFrame:
         pl.col("amount").sum().alias("cost"),
         pl.col("amount").filter(pl.col("dest") == IDLE).sum().alias("idle_cost"),
     )
-    r = comp.requests.lazy().group_by("day").agg(
+    r = request_sums(comp.requests.lazy().group_by("day").agg(
         *(pl.col(x).sum() for x in TOKEN_COLS), pl.col("requests").sum()
-    ).collect(engine="streaming")
+    ))
     t = s.join(c, on="day", how="full", coalesce=True).join(r, on="day", how="full", coalesce=True).drop_nulls("day")
     return t.fill_null(0).sort("day")
 

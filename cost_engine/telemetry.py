@@ -43,6 +43,8 @@ class TelemetrySource(Protocol):
 
 
 CODED = ("gpu_id", "ts", "util_pct", "power_w", "energy_j")
+# Rows per slice a frame source scans at a time (FrameTelemetry.window).
+_SLICE_ROWS = 4_000_000
 
 
 def _empty() -> pl.DataFrame:
@@ -67,22 +69,34 @@ class FrameTelemetry:
         return self.frame.height
 
     def outside(self, gpu_ids: pl.Series) -> int:
-        n = self.frame.height - self.frame.select(pl.col("gpu_id").is_in(gpu_ids.implode()).sum()).item()
-        release_pages()
+        # In slices, letting go of each slice's mapped pages: every card id of a big bundle's
+        # telemetry at once would be gigabytes resident.
+        known = gpu_ids.implode()
+        n = 0
+        for part in self.frame.iter_slices(n_rows=2_000_000):
+            n += part.height - part.select(pl.col("gpu_id").is_in(known).sum()).item()
+            release_pages()
         return n
 
     def window(self, start: datetime, end: datetime, codes: pl.DataFrame) -> pl.DataFrame:
         """Samples with start <= ts < end of the cards in `codes` (gpu_id, gc), in no particular
         order, with card codes in place of ids (`gpu_id` holds the code)."""
-        out = (
-            self.frame.filter((pl.col("ts") >= start) & (pl.col("ts") < end))
-            .join(codes, on="gpu_id", how="inner")
-            .select(pl.col("gc").alias("gpu_id"), *CODED[1:])
-        )
-        # A big bundle's telemetry is memory-mapped from the reader's spill files: let go of
-        # the pages this scan touched (they stay in the page cache) so a window costs only itself.
-        release_pages()
-        return out
+        parts = []
+        # Slice by slice: a big bundle's telemetry is memory-mapped from the reader's spill
+        # files, and one filter (or gather) over the whole frame would fault in, or copy, every
+        # column of it for each window. A slice whose times miss the window is skipped; after
+        # each slice the pages it touched are let go (they stay in the page cache).
+        for part in self.frame.iter_slices(n_rows=_SLICE_ROWS):
+            ts = part.get_column("ts")
+            lo, hi = ts.min(), ts.max()
+            if lo is not None and lo < end and hi >= start:
+                parts.append(
+                    part.filter((pl.col("ts") >= start) & (pl.col("ts") < end))
+                    .join(codes, on="gpu_id", how="inner")
+                    .select(pl.col("gc").alias("gpu_id"), *CODED[1:])
+                )
+            release_pages()
+        return pl.concat(parts) if parts else pl.DataFrame(schema=_coded_schema(codes))
 
     def card(self, gpu_id: str, start: datetime, end: datetime) -> pl.DataFrame:
         f = self.frame

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import polars as pl
 
+from .bundle import release_pages
 from .config import Config
 from .contract import IDLE
 from .ledger import Period, split_by
@@ -14,23 +15,39 @@ TOKEN_COLS = ("input_tokens", "cached_input_tokens", "output_tokens")
 
 
 def prepare_requests(
-    requests: pl.DataFrame | Iterable[pl.DataFrame], period: Period, config: Config, resolve, slots: pl.DataFrame
+    requests: pl.DataFrame | Iterable[pl.DataFrame], period: Period, config: Config, resolve, slots: pl.DataFrame,
+    keep: Callable[[pl.DataFrame], pl.DataFrame] | None = None,
 ) -> pl.DataFrame:
     """Requests in the period with owner resolved, weighted tokens, the good flag and their slot.
 
     `requests` is a frame, or batches of one (a store hands a month of millions over in batches,
     so the raw rows are never all in memory beside the resolved ones). The rows keep the order
     they came in: everything downstream sums them, and lineage sorts the ones it shows.
+    `keep`, when given, is applied to each resolved batch as it is made (the engine spills big
+    ones to memory-mapped files: bundle.spill_folder).
     """
     g0 = slots.sort("g0")
     batches = [requests] if isinstance(requests, pl.DataFrame) else requests
-    parts = [_resolve_batch(b, period, config, resolve, g0) for b in batches]
+    parts = [_resolve_batch(b, period, config, resolve, g0) for b in batches] if keep is None else [
+        keep(_resolve_batch(b, period, config, resolve, g0)) for b in batches]
     if not parts:
         from .contract import schema
 
         parts = [_resolve_batch(pl.DataFrame(schema=schema("requests")), period, config, resolve, g0)]
     return pl.concat(parts, rechunk=False)
 
+
+
+def request_sums(plan: pl.LazyFrame) -> pl.DataFrame:
+    """A sum (or distinct) over the resolved requests, collected on Polars' streaming engine.
+
+    At fleet scale there are millions of requests: the in-memory group-by materialises every
+    filtered expression for all rows at once, and the requests' mapped pages (see
+    bundle.spill_folder) are let go again once the scan is done.
+    """
+    out = plan.collect(engine="streaming")
+    release_pages()
+    return out
 
 
 def _resolve_batch(batch: pl.DataFrame, period: Period, config: Config, resolve, g0: pl.DataFrame) -> pl.DataFrame:
@@ -75,10 +92,9 @@ def recharge(money: pl.DataFrame, requests: pl.DataFrame, config: Config) -> pl.
     if mode == "none" or requests.height == 0:
         return money
     col = "tokens_w" if mode == "tokens" else "requests"
-    weights = (  # streaming: see model_table
-        requests.lazy().group_by("model", "project", "tenant", "owner", "source")
-        .agg(pl.col(col).sum().alias("w"))
-        .collect(engine="streaming")
+    weights = (
+        request_sums(requests.lazy().group_by("model", "project", "tenant", "owner", "source")
+                     .agg(pl.col(col).sum().alias("w")))
         .filter(pl.col("w") > 0)
         .with_columns((pl.col("w") / pl.col("w").sum().over("model")).alias("f"))
     )
@@ -129,9 +145,7 @@ def model_table(
     ).collect()
     w = config.allocation.token_weights
     has_phase = pl.col("prefill_ms").is_not_null() & pl.col("decode_ms").is_not_null()
-    # Sums over millions of requests run on the streaming engine: the in-memory group-by
-    # materialises every filtered expression for all rows at once (about 1 GB at a thousand GPUs).
-    tok = requests.lazy().group_by("model").agg(
+    tok = request_sums(requests.lazy().group_by("model").agg(
         *(pl.col(c).sum() for c in TOKEN_COLS),
         pl.col("requests").sum(),
         pl.col("tokens").filter(pl.col("good")).sum().alias("good_tokens"),
@@ -142,7 +156,7 @@ def model_table(
         pl.col("prefill_ms").filter(has_phase).sum().alias("prefill_ms"),
         pl.col("decode_ms").filter(has_phase).sum().alias("decode_ms"),
         has_phase.all().alias("all_phase"),
-    ).collect(engine="streaming")
+    ))
     t = cost.join(hours, on="model", how="full", coalesce=True).join(tok, on="model", how="full", coalesce=True)
     t = t.with_columns(
         pl.col("cost", "energy_cost", "allocated_gpu_hours", "active_gpu_hours", "joules", "energy_kwh_gpu",
@@ -224,9 +238,9 @@ def model_trend(money_before_recharge: pl.DataFrame, seg: pl.DataFrame, requests
     energy = s.group_by("model", "day").agg(pl.col("joules").sum())
     # Split held time at hour edges to see which hours had traffic.
     hourly = split_by(s, "1h", "hour").with_columns((pl.col("f") * pl.col("alloc_h")).alias("h"))
-    busy_hours = (
+    busy_hours = request_sums(
         requests.lazy().select("model", pl.col("ts").dt.truncate("1h").alias("hour")).unique()
-        .with_columns(pl.lit(True).alias("busy")).collect(engine="streaming")
+        .with_columns(pl.lit(True).alias("busy"))
     )
     occ = (
         hourly.join(busy_hours, on=["model", "hour"], how="left")
@@ -236,9 +250,8 @@ def model_trend(money_before_recharge: pl.DataFrame, seg: pl.DataFrame, requests
             pl.col("h").filter(~pl.col("busy").fill_null(False)).sum().alias("gpu_hours_without_tokens"),
         )
     )
-    tok = (
+    tok = request_sums(
         requests.lazy().group_by("model", "day").agg(pl.col("output_tokens").sum(), pl.col("tokens").sum())
-        .collect(engine="streaming")
     )
     t = (
         cost.join(energy, on=["model", "day"], how="full", coalesce=True)

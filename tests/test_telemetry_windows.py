@@ -193,3 +193,51 @@ def test_requests_stay_in_the_store_and_are_resolved_in_batches(tmp_path, monkey
     ex = lineage.explain(got, model=model).requests
     assert ex.height > 0 and ex.equals(ex.sort(key))
     assert ex.equals(lineage.explain(comp, model=model).requests)
+
+
+def test_many_requests_are_spilled_to_mapped_files_with_the_same_figures(monkeypatch, comp, rep):
+    """Above engine.SPILL_REQUESTS_ABOVE the resolved requests are kept in memory-mapped spill
+    files (bundle.spill_folder), a batch at a time; lowered to 0 here, with 500-row slices, the
+    sample fleet's figures do not move."""
+    from cost_engine import engine, tokens
+
+    monkeypatch.setattr(engine, "SPILL_REQUESTS_ABOVE", 0)
+    monkeypatch.setattr(engine, "REQUEST_SLICE_ROWS", 500)
+    kept = []
+    real = tokens.prepare_requests
+
+    def spy(*a, keep=None, **k):
+        kept.append(keep)
+        return real(*a, keep=keep, **k)
+
+    monkeypatch.setattr(tokens, "prepare_requests", spy)
+    got = api.run(SAMPLE, config=comp.config)
+    assert kept and kept[0] is not None
+    assert got.requests.n_chunks() > 3  # one mapped part per slice
+    key = ["ts", "request_id"]
+    assert_frame_equal(got.requests.sort(key), comp.requests.sort(key), check_exact=False, rel_tol=1e-12)
+    back = build_report(got)
+    assert back["totals"] == pytest.approx(rep["totals"], rel=1e-9)
+    assert back["reconciliation"] == pytest.approx(rep["reconciliation"], rel=1e-9, abs=1e-6)
+    assert [(r["source"], r["key"], r["records"]) for r in back["unattributed"]] == [
+        (r["source"], r["key"], r["records"]) for r in rep["unattributed"]]
+    assert [r["cost"] for r in back["unattributed"]] == pytest.approx([r["cost"] for r in rep["unattributed"]])
+
+
+def test_frame_source_scans_in_slices_and_skips_those_outside_the_window(monkeypatch, comp):
+    """A bundle's telemetry is scanned slice by slice per window; with slices of 1,000 rows the
+    sample fleet's activity is the one-pass activity, and a window outside every slice's times
+    reads nothing."""
+    from cost_engine import telemetry
+
+    monkeypatch.setattr(telemetry, "_SLICE_ROWS", 1_000)
+    monkeypatch.setattr(activity, "WINDOW_ROWS", 50_000)
+    sliced = api.run(SAMPLE)
+    cols = ["s_idx", "covered_s", "active_s", "util_s", "joules", "idle_joules", "energy_s", "oversized_h"]
+    assert_frame_equal(sliced.seg.select(cols), comp.seg.select(cols), check_exact=False, rel_tol=1e-9)
+    src = FrameTelemetry(comp.bundle["telemetry"])
+    codes = comp.bundle["telemetry"].select("gpu_id").unique().sort("gpu_id").with_row_index("gc")
+    later = comp.period.end + timedelta(days=30)
+    assert src.window(later, later + timedelta(days=1), codes).height == 0
+    assert src.window(comp.period.start, comp.period.end, codes).height == comp.bundle["telemetry"].filter(
+        (pl.col("ts") >= comp.period.start) & (pl.col("ts") < comp.period.end)).height
