@@ -398,8 +398,4 @@ def empty_oversized() -> pl.DataFrame:
     return _oversized(pl.DataFrame(), pl.lit(0.0), None)
 
 
-def empty_activity(intervals: pl.DataFrame) -> pl.DataFrame:
-    return intervals.select("e_idx").with_columns(*(pl.lit(0.0).alias(c) for c in (*_ACTIVITY, "price_j", "carbon_j")))
-
-
-__all__ = ["sample_intervals", "pieces", "windows", "interval_activity", "TelemetryActivity", "empty_activity", "empty_oversized"]
+__all__ = ["sample_intervals", "pieces", "windows", "interval_activity", "TelemetryActivity", "empty_oversized"]

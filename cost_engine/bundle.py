@@ -18,6 +18,7 @@ import concurrent.futures
 import contextlib
 import gzip
 import io
+import itertools
 import json
 import math
 import mmap
@@ -868,7 +869,7 @@ def spill_folder() -> Iterator[Callable[[pl.DataFrame], pl.DataFrame]]:
     backed, so release_pages lets them go between scans instead of holding them resident.
     """
     spill = Path(tempfile.mkdtemp(prefix="ailedger-spill-", dir=os.environ.get("AILEDGER_SPILL_DIR") or None))
-    n = iter(range(1 << 62))
+    n = itertools.count()
     try:
         yield lambda frame: _spill(frame, spill / f"part-{next(n)}.arrow")
     finally:

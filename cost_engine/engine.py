@@ -215,8 +215,8 @@ def enrich_segments(
     oversized: pl.DataFrame,
 ) -> pl.DataFrame:
     """Segments with owners, driver quantities, energy, its cost at the tariffs in force
-    (`energy_cost`, and `idle_energy_cost` for the joules drawn while inactive), its carbon (`carbon_g`) and whether a tariff gave a carbon intensity
-    (`carbon_known`)."""
+    (`energy_cost`, and `idle_energy_cost` for the joules drawn while inactive), its carbon
+    (`carbon_g`) and whether a tariff gave a carbon intensity (`carbon_known`)."""
     e = config.energy
     seg = (
         ledger.segments.join(act, on="e_idx", how="left")

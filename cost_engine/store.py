@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-import itertools
 import getpass
+import itertools
 import json
 import os
 import random
@@ -911,8 +911,8 @@ def request_batches(
 ) -> Iterator[pl.DataFrame]:
     """The stored requests with `ts` in [start, end), canonical columns, `batch_rows` at a time.
 
-    In storage order: the engine resolves each batch and sorts the resolved rows once, so a
-    month of millions of requests is never held twice (raw and resolved) nor sorted by DuckDB.
+    In storage order: the engine resolves each batch as it arrives, so a month of millions of
+    requests is never held twice (raw and resolved), and nothing sorts them.
     """
     target = schema("requests")
     with connect(db_path) as con:

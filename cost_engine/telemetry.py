@@ -43,7 +43,7 @@ class TelemetrySource(Protocol):
 
 
 CODED = ("gpu_id", "ts", "util_pct", "power_w", "energy_j")
-# Rows per slice a frame source scans at a time (FrameTelemetry.window).
+# Rows per slice a frame source scans at a time (FrameTelemetry.window and .outside).
 _SLICE_ROWS = 4_000_000
 
 
@@ -73,7 +73,7 @@ class FrameTelemetry:
         # telemetry at once would be gigabytes resident.
         known = gpu_ids.implode()
         n = 0
-        for part in self.frame.iter_slices(n_rows=2_000_000):
+        for part in self.frame.iter_slices(n_rows=_SLICE_ROWS):
             n += part.height - part.select(pl.col("gpu_id").is_in(known).sum()).item()
             release_pages()
         return n

@@ -28,14 +28,13 @@ def prepare_requests(
     """
     g0 = slots.sort("g0")
     batches = [requests] if isinstance(requests, pl.DataFrame) else requests
-    parts = [_resolve_batch(b, period, config, resolve, g0) for b in batches] if keep is None else [
-        keep(_resolve_batch(b, period, config, resolve, g0)) for b in batches]
+    kept = keep or (lambda frame: frame)
+    parts = [kept(_resolve_batch(b, period, config, resolve, g0)) for b in batches]
     if not parts:
         from .contract import schema
 
         parts = [_resolve_batch(pl.DataFrame(schema=schema("requests")), period, config, resolve, g0)]
     return pl.concat(parts, rechunk=False)
-
 
 
 def request_sums(plan: pl.LazyFrame) -> pl.DataFrame:
