@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 from .bundle import Bundle, read_bundle
@@ -39,14 +38,8 @@ def load_source(source: str | Path, config: Config) -> tuple[Bundle, TelemetrySo
     if not (p.is_file() and store.is_store(p)):
         return read_bundle(p, config), None
     held = ("telemetry", "requests")
-    bundle = store.load_bundle(p, tables=[t for t in TABLE_NAMES if t not in held])
-    present = bundle.present | (store.present_tables(p) & {"requests"})
-    bundle = replace(bundle, present=present, store=p, held_rows={"requests": store.count_rows(p, "requests")})
-    telemetry = StoreTelemetry(p)
-    with telemetry.reader() as r:
-        if r.listed:  # the table stays in the store, but the source had it
-            bundle = replace(bundle, present=bundle.present | {"telemetry"})
-    return bundle, telemetry
+    bundle = store.load_bundle(p, tables=[t for t in TABLE_NAMES if t not in held], held=held)
+    return bundle, StoreTelemetry(p)
 
 
 def run(source: str | Path, config_path: str | Path | None = None, config: Config | None = None) -> Computation:

@@ -872,14 +872,18 @@ def _select_canonical(con: duckdb.DuckDBPyConnection, table: str) -> str:
     )
 
 
-def load_bundle(db_path: str | Path, *, tables: list[str] | tuple[str, ...] | None = None) -> Bundle:
+def load_bundle(
+    db_path: str | Path, *, tables: list[str] | tuple[str, ...] | None = None, held: tuple[str, ...] = ()
+) -> Bundle:
     """Read the store back as a Bundle of canonical frames, sorted by record key.
 
     `tables` limits what is read (the others come back empty and not present); `rejected` and
-    `notes` hold those of every ingest, in ingest order.
+    `notes` hold those of every ingest, in ingest order. `held` tables stay in the store: their
+    frames are empty, they count as present when an ingest's source had them, and
+    `Bundle.held_rows` gives their stored row counts (`Bundle.store` is this store).
     """
     wanted = list(TABLE_NAMES) if tables is None else list(tables)
-    unknown = sorted(set(wanted) - set(TABLE_NAMES))
+    unknown = sorted(set(wanted) - set(TABLE_NAMES) | set(held) - set(TABLE_NAMES))
     if unknown:
         raise ValueError(f"unknown tables: {', '.join(unknown)}")
     with connect(db_path) as con:
@@ -899,7 +903,16 @@ def load_bundle(db_path: str | Path, *, tables: list[str] | tuple[str, ...] | No
         )
         notes = [tuple(r) for r in con.execute("SELECT what, detail FROM notes ORDER BY ingest_id, seq").fetchall()]
         present = {r[0] for r in con.execute('SELECT "table" FROM present_tables').fetchall()}
-    return Bundle(tables=frames, rejected=rejected, present=frozenset(present & set(wanted)), notes=notes)
+        held_rows = {t: _stored_rows(con, t) for t in held}
+    return Bundle(tables=frames, rejected=rejected, present=frozenset(present & (set(wanted) | set(held))),
+                  notes=notes, held_rows=held_rows, store=Path(db_path) if held else None)
+
+
+def _stored_rows(con: duckdb.DuckDBPyConnection, table: str) -> int:
+    if not _has_table(con, table):
+        return 0
+    row = _one(con, f"SELECT count(*) FROM {_q(table)}")
+    return int(row[0]) if row else 0
 
 
 # Requests handed to the engine per batch (store.request_batches): about 35 MB of raw rows.
@@ -934,23 +947,6 @@ def request_batches(
                     assert isinstance(got, pl.DataFrame)
                     pending, rows = [], 0
                     yield got.rechunk().cast(dict(target))  # type: ignore[arg-type]
-
-
-def present_tables(db_path: str | Path) -> frozenset[str]:
-    """The contract tables some ingest's source had (even empty)."""
-    with connect(db_path) as con:
-        return frozenset(r[0] for r in con.execute('SELECT "table" FROM present_tables').fetchall())
-
-
-def count_rows(db_path: str | Path, table: str) -> int:
-    """Rows of a contract table in the store (0 when it has none)."""
-    if table not in TABLE_NAMES:
-        raise ValueError(f"unknown table: {table}")
-    with connect(db_path) as con:
-        if not _has_table(con, table):
-            return 0
-        row = _one(con, f"SELECT count(*) FROM {_q(table)}", None)
-        return int(row[0]) if row else 0
 
 
 def _where(table: str, filters: dict[str, list[str]] | None, ids: list[str] | None) -> tuple[str, list[Any]] | None:

@@ -142,9 +142,6 @@ class _StoreReader:
         from . import store
 
         self.present = store._has_table(con, "telemetry")
-        # Whether an ingest's bundle had a telemetry table (even an empty one).
-        row = store._one(con, 'SELECT count(*) FROM present_tables WHERE "table" = ?', ["telemetry"])
-        self.listed = bool(row and row[0])
 
     def _scope(self, where: str, params: list, card: str = "gpu_id") -> tuple[str, list]:
         """`where`, limited to the source's cards when it has a list (`card`: the id column)."""

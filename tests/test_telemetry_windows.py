@@ -179,7 +179,8 @@ def test_requests_stay_in_the_store_and_are_resolved_in_batches(tmp_path, monkey
 
     monkeypatch.setattr(store, "request_batches", spy)
     got = api.run(db, config=comp.config)
-    assert got.bundle["requests"].height == 0 and got.bundle.held_rows == {"requests": comp.bundle["requests"].height}
+    assert got.bundle["requests"].height == 0 and got.bundle.held_rows == {
+        "telemetry": comp.bundle["telemetry"].height, "requests": comp.bundle["requests"].height}
     assert len(seen) > 3 and max(seen) <= 500 and sum(seen) == comp.requests.height
     key = ["ts", "request_id"]
     assert_frame_equal(got.requests.sort(key), comp.requests.sort(key), check_exact=False, rel_tol=1e-12)
