@@ -170,7 +170,7 @@ def interval_activity(
     `jobs` (e_idx, job_id) names the multi-card job holding each interval; for those, the
     inactive seconds during which another card of the same job was busy are counted too
     (the oversized-request idle cause), at sample resolution. `bands` (the tariffs) price each
-    piece's joules by the bands it overlaps: per interval `price_j` (J x price per kWh),
+    joule by the band it was drawn in: per interval `price_j` (J x price per kWh),
     `idle_price_j` (the same for the joules drawn while inactive) and `carbon_j` (J x g/kWh);
     without bands all three are 0.
     `known`: the card ids the `outside` count is taken against (default: the intervals' cards);
@@ -182,14 +182,23 @@ def interval_activity(
     iv_all = intervals.select("e_idx", "gpu_id", "t0", "t1").join(codes, on="gpu_id").select(
         "e_idx", pl.col("gc").alias("gpu_id"), "t0", "t1"
     ).sort("gpu_id", "t0")
+    # Samples are summed over the intervals cut at the tariff bands' edges ("parts", numbered in
+    # (card, time) order like the ledger's intervals), so each part has one price; the parts are
+    # folded back into their intervals at the end.
+    parts = (bands or Bands.flat(0.0)).split(iv_all).with_row_index("part").with_columns(pl.col("part").cast(pl.Int64))
+    iv_parts = parts.select(pl.col("part").alias("e_idx"), "gpu_id", "t0", "t1")
     if jobs is not None and jobs.height == 0:
         jobs = None
     job_codes = None
     if jobs is not None:
         # Integer job codes for the per-minute group-bys too; mapped back at the end.
         job_codes = jobs.select("job_id").unique().sort("job_id").with_row_index("jc")
-        jobs = jobs.join(job_codes, on="job_id").select("e_idx", pl.col("jc").alias("job_id"))
-        jobs = _JobIndex.of(jobs, intervals.height)
+        jobs = (
+            jobs.join(job_codes, on="job_id")
+            .join(parts.select("part", "e_idx"), on="e_idx")
+            .select(pl.col("part").alias("e_idx"), pl.col("jc").alias("job_id"))
+        )
+        jobs = _JobIndex.of(jobs, parts.height)
     cap = timedelta(seconds=rule.max_sample_gap_s)
     if rule.mode == "threshold":
         busy = pl.when(pl.col("util_pct") >= rule.threshold_pct).then(1.0).otherwise(0.0)
@@ -209,28 +218,30 @@ def interval_activity(
                 continue
             resets.append(samples.filter(pl.col("counter_reset")).select("gpu_id", "ts"))
             energy.append(_card_energy(samples, period_start, period_end))
-            iv = iv_all.filter((pl.col("t1") > a) & (pl.col("t0") < b + cap))
+            iv = iv_parts.filter((pl.col("t1") > a) & (pl.col("t0") < b + cap))
             simple, spread = pieces(samples.select("gpu_id", "ts", "t_end", "dt_s", "util_pct", "joules"), iv)
             del samples
-            # Samples come sorted by card and time and the ledger numbers intervals the same
-            # way, so the simple pieces' e_idx ascend: a sorted group-by is ~3x cheaper.
+            # Samples come sorted by card and time and the parts are numbered the same way, so
+            # the simple pieces' part numbers ascend: a sorted group-by is ~3x cheaper.
             if simple["e_idx"].is_sorted():
                 simple = simple.with_columns(pl.col("e_idx").set_sorted())
-            if bands is not None:  # priced in the same group-by; pieces across a band edge apart
-                simple, spread = bands.tag(simple), bands.tag(spread)
-            aggs += [_per_interval(simple, busy, bands is not None), _per_interval(spread, busy, bands is not None)]
-            p = pl.concat([simple, spread])
-            del simple, spread
-            if bands is not None:
-                crossing = p.filter(pl.col("price").is_null())
-                if crossing.height:
-                    aggs.append(bands.priced(crossing, busy))
+            aggs += [_per_interval(simple, busy), _per_interval(spread, busy)]
             if jobs is not None:
-                overs.append(_oversized(p, busy, jobs))
-            del p
+                overs.append(_oversized(pl.concat([simple, spread]), busy, jobs))
+            del simple, spread
     out = intervals.select("e_idx")
     if aggs:
-        agg = pl.concat(aggs, how="diagonal").group_by("e_idx").agg(pl.all().sum())
+        by_part = pl.concat(aggs).group_by("e_idx").agg(pl.all().sum())
+        agg = (
+            by_part.join(parts.select(pl.col("part").alias("p"), "e_idx", "price", "carbon"), left_on="e_idx", right_on="p")
+            .select(
+                pl.col("e_idx_right").alias("e_idx"), *_ACTIVITY,
+                (pl.col("joules") * pl.col("price")).alias("price_j"),
+                (pl.col("idle_joules") * pl.col("price")).alias("idle_price_j"),
+                (pl.col("joules") * pl.col("carbon")).alias("carbon_j"),
+            )
+            .group_by("e_idx").agg(pl.all().sum())
+        )
         out = out.join(agg, on="e_idx", how="left")
     out = out.with_columns(
         (pl.col(c) if c in out.columns else pl.lit(None, pl.Float64)).fill_null(0.0).alias(c)
@@ -239,9 +250,11 @@ def interval_activity(
     oversized = empty_oversized()
     if overs and job_codes is not None:
         oversized = (
-            pl.concat(overs).group_by("e_idx", "job_id").agg(pl.col("over_s", "over_j").sum())
+            pl.concat(overs)
+            .join(parts.select(pl.col("part").alias("p"), pl.col("e_idx").alias("parent")), left_on="e_idx", right_on="p")
+            .group_by("parent", "job_id").agg(pl.col("over_s", "over_j").sum())
             .join(job_codes, left_on="job_id", right_on="jc")
-            .select("e_idx", pl.col("job_id_right").alias("job_id"), "over_s", "over_j")
+            .select(pl.col("parent").alias("e_idx"), pl.col("job_id_right").alias("job_id"), "over_s", "over_j")
         )
     card = pl.Enum(codes["gpu_id"])
     names = codes.select(pl.col("gc"), pl.col("gpu_id").cast(card).alias("name"))
@@ -298,25 +311,16 @@ _ACTIVITY = ("covered_s", "active_s", "util_s", "joules", "idle_joules", "energy
 _PRICED = ("price_j", "idle_price_j", "carbon_j")
 
 
-def _per_interval(p: pl.DataFrame, busy: pl.Expr, priced: bool = False) -> pl.DataFrame:
-    active = pl.col("ov_s") * busy
-    j = pl.col("joules").fill_null(0.0) * pl.col("frac")
-    # Pieces tagged with their band's price (tariffs.Bands.tag); a null price (a piece across a
-    # band edge) adds nothing here and is priced apart.
-    prices = [
-        (j * pl.col("price")).sum().alias("price_j"),
-        (j * (1.0 - busy) * pl.col("price")).sum().alias("idle_price_j"),
-        (j * pl.col("carbon")).sum().alias("carbon_j"),
-    ] if priced else []
+def _per_interval(p: pl.DataFrame, busy: pl.Expr) -> pl.DataFrame:
+    """Per e_idx (here a tariff part of an interval) the sums the engine keeps."""
     return p.group_by("e_idx").agg(
         pl.col("ov_s").sum().alias("covered_s"),
-        active.sum().alias("active_s"),
+        (pl.col("ov_s") * busy).sum().alias("active_s"),
         (pl.col("ov_s") * pl.col("util_pct")).sum().alias("util_s"),
         (pl.col("joules") * pl.col("frac")).sum().alias("joules"),
         # Joules drawn while inactive: what allocated idle time cost in energy.
         (pl.col("joules") * pl.col("frac") * (1.0 - busy)).sum().alias("idle_joules"),
         pl.when(pl.col("joules").is_not_null()).then(pl.col("ov_s")).otherwise(0.0).sum().alias("energy_s"),
-        *prices,
     )
 
 
@@ -358,10 +362,9 @@ class _JobIndex:
 def _oversized(p: pl.DataFrame, busy: pl.Expr, jobs: "pl.DataFrame | _JobIndex | None") -> pl.DataFrame:
     """Inactive seconds of a card while a sibling card of the same job was busy (same minute).
 
-    Per (job, UTC minute): the number of distinct busy cards and the lowest of them (the only
-    one when there is one). An inactive piece of card g counts when another card was busy:
-    n_busy >= 2, or n_busy = 1 and that card is not g. One group-by and one join, on a single
-    integer key (job code, minute).
+    Per (job, UTC minute): the lowest and the highest busy card. An inactive piece of card g
+    counts when another card was busy, that is when either of them is not g (both are g only
+    when g alone was busy). One group-by and one join, on a single integer key (job code, minute).
     """
     empty = pl.DataFrame(schema={"e_idx": pl.Int64, "job_id": pl.String, "over_s": pl.Float64, "over_j": pl.Float64})
     if jobs is None or jobs.height == 0:
@@ -381,12 +384,12 @@ def _oversized(p: pl.DataFrame, busy: pl.Expr, jobs: "pl.DataFrame | _JobIndex |
         jp = jp.with_columns(minute.alias("minute"))
         key = ["job_id", "minute"]
     by_minute = jp.filter(pl.col("busy") > 0).group_by(key).agg(
-        pl.col("gpu_id").n_unique().alias("n_busy"), pl.col("gpu_id").min().alias("one_busy")
+        pl.col("gpu_id").min().alias("lo_busy"), pl.col("gpu_id").max().alias("hi_busy")
     )
     idle = (
         jp.filter(pl.col("busy") < 1)
         .join(by_minute, on=key)
-        .filter((pl.col("n_busy") >= 2) | (pl.col("one_busy") != pl.col("gpu_id")))
+        .filter((pl.col("lo_busy") != pl.col("gpu_id")) | (pl.col("hi_busy") != pl.col("gpu_id")))
     )
     return idle.group_by("e_idx", "job_id").agg(
         (pl.col("ov_s") * (1 - pl.col("busy"))).sum().alias("over_s"),

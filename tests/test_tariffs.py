@@ -1,4 +1,4 @@
-"""Tariff bands: a piece of energy priced by the bands it overlaps (tariffs.Bands); by hand."""
+"""Tariff bands: intervals cut at band edges and energy priced by the band it was drawn in (tariffs.Bands); by hand."""
 
 from __future__ import annotations
 
@@ -21,26 +21,34 @@ def _bands() -> Bands:
     return Bands.of(tariffs, 0.10)
 
 
-def test_a_piece_across_three_bands_is_priced_by_time_in_each():
-    """Piece 0: 00:30-02:30, 3,600 J, idle (util 0). By time: 900 J before 01:00 at $0.10,
-    1,800 J in 01-02 at $0.40, 900 J in 02-02:30 at $0.20 -> price_j = 90 + 720 + 180 = 990
-    (J x $/kWh; /3.6e6 gives $0.000275). All of it drawn while idle -> idle_price_j = 990.
-    Carbon: only 01-02 has an intensity -> 1,800 x 100 = 180,000 J x g/kWh.
-    Piece 1: 03:00-03:10, 600 J, busy (util 90 >= 50): flat $0.10 -> price_j 60, idle_price_j 0."""
-    pieces = pl.DataFrame(
-        {"e_idx": [0, 1], "p0": [ts(1, 0.5), ts(1, 3)], "p1": [ts(1, 2.5), ts(1, 3 + 1 / 6)],
-         "util_pct": [0.0, 90.0], "joules": [3600.0, 600.0], "frac": [1.0, 1.0]},
-        schema={"e_idx": pl.Int64, "p0": TS, "p1": TS, "util_pct": pl.Float64, "joules": pl.Float64,
-                "frac": pl.Float64},
+def _intervals(*spans) -> pl.DataFrame:
+    return pl.DataFrame(
+        {"e_idx": list(range(len(spans))), "t0": [a for a, _ in spans], "t1": [b for _, b in spans]},
+        schema={"e_idx": pl.Int64, "t0": TS, "t1": TS},
     )
-    busy = pl.when(pl.col("util_pct") >= 50.0).then(1.0).otherwise(0.0)
-    got = {r["e_idx"]: r for r in _bands().priced(pieces, busy).iter_rows(named=True)}
-    assert got[0]["price_j"] == pytest.approx(990.0)
-    assert got[0]["idle_price_j"] == pytest.approx(990.0)
-    assert got[0]["carbon_j"] == pytest.approx(180_000.0)
-    assert got[1]["price_j"] == pytest.approx(60.0)
-    assert got[1]["idle_price_j"] == pytest.approx(0.0)
-    assert got[1]["carbon_j"] == pytest.approx(0.0)
+
+
+def _rows(parts: pl.DataFrame) -> list[tuple]:
+    return parts.with_columns(pl.col("t0", "t1").dt.strftime("%Y-%m-%dT%H:%M:%SZ")).rows()
+
+
+def test_an_interval_across_three_bands_is_cut_at_their_edges():
+    """Interval 0: 00:30-02:30 over three bands -> [00:30, 01:00) at the flat $0.10 (no carbon, so
+    0), [01:00, 02:00) at $0.40 and 100 g/kWh, [02:00, 02:30) at $0.20 (carbon unknown -> 0).
+    Interval 1: 03:00-03:10, after the last tariff: one part at the flat $0.10."""
+    got = _bands().split(_intervals((ts(1, 0.5), ts(1, 2.5)), (ts(1, 3), ts(1, 3 + 1 / 6))))
+    assert _rows(got) == [
+        (0, ts(1, 0.5), ts(1, 1), 0.10, 0.0),
+        (0, ts(1, 1), ts(1, 2), 0.40, 100.0),
+        (0, ts(1, 2), ts(1, 2.5), 0.20, 0.0),
+        (1, ts(1, 3), ts(1, 3 + 1 / 6), 0.10, 0.0),
+    ]
+
+
+def test_an_interval_ending_on_a_band_edge_stays_whole():
+    """01:00-02:00 is exactly the $0.40 band: one part (its end, 02:00, starts the next band)."""
+    got = _bands().split(_intervals((ts(1, 1), ts(1, 2))))
+    assert _rows(got) == [(0, ts(1, 1), ts(1, 2), 0.40, 100.0)]
 
 
 def test_carbon_known_only_where_a_band_with_an_intensity_overlaps():
@@ -50,16 +58,9 @@ def test_carbon_known_only_where_a_band_with_an_intensity_overlaps():
 
 
 def test_without_tariffs_everything_is_the_flat_price():
-    """No tariffs: 7,200 J at $0.10 -> price_j 720, half of it idle-weighted (weighted mode, util
-    50 -> busy 0.5) -> idle_price_j 360; no carbon."""
-    pieces = pl.DataFrame(
-        {"e_idx": [3], "p0": [ts(1, 0)], "p1": [ts(1, 2)], "util_pct": [50.0], "joules": [7200.0],
-         "frac": [1.0]},
-        schema={"e_idx": pl.Int64, "p0": TS, "p1": TS, "util_pct": pl.Float64, "joules": pl.Float64,
-                "frac": pl.Float64},
-    )
-    got = Bands.flat(0.10).priced(pieces, pl.col("util_pct") / 100.0).row(0, named=True)
-    assert (got["price_j"], got["idle_price_j"], got["carbon_j"]) == pytest.approx((720.0, 360.0, 0.0))
+    """No tariffs: the interval is one part at the flat $0.10, no carbon."""
+    got = Bands.flat(0.10).split(_intervals((ts(1, 0), ts(1, 2))))
+    assert _rows(got) == [(0, ts(1, 0), ts(1, 2), 0.10, 0.0)]
 
 
 def test_samples_across_a_band_edge_are_priced_in_the_engine():
