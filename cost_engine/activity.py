@@ -187,6 +187,7 @@ def interval_activity(
     # folded back into their intervals at the end.
     parts = (bands or Bands.flat(0.0)).split(iv_all).with_row_index("part").with_columns(pl.col("part").cast(pl.Int64))
     iv_parts = parts.select(pl.col("part").alias("e_idx"), "gpu_id", "t0", "t1")
+    of_part = parts.select("part", pl.col("e_idx").alias("parent"), "price", "carbon")
     if jobs is not None and jobs.height == 0:
         jobs = None
     job_codes = None
@@ -231,11 +232,11 @@ def interval_activity(
             del simple, spread
     out = intervals.select("e_idx")
     if aggs:
-        by_part = pl.concat(aggs).group_by("e_idx").agg(pl.all().sum())
         agg = (
-            by_part.join(parts.select(pl.col("part").alias("p"), "e_idx", "price", "carbon"), left_on="e_idx", right_on="p")
+            pl.concat(aggs).group_by("e_idx").agg(pl.all().sum())
+            .join(of_part, left_on="e_idx", right_on="part")
             .select(
-                pl.col("e_idx_right").alias("e_idx"), *_ACTIVITY,
+                pl.col("parent").alias("e_idx"), *_ACTIVITY,
                 (pl.col("joules") * pl.col("price")).alias("price_j"),
                 (pl.col("idle_joules") * pl.col("price")).alias("idle_price_j"),
                 (pl.col("joules") * pl.col("carbon")).alias("carbon_j"),
@@ -251,7 +252,7 @@ def interval_activity(
     if overs and job_codes is not None:
         oversized = (
             pl.concat(overs)
-            .join(parts.select(pl.col("part").alias("p"), pl.col("e_idx").alias("parent")), left_on="e_idx", right_on="p")
+            .join(of_part, left_on="e_idx", right_on="part")
             .group_by("parent", "job_id").agg(pl.col("over_s", "over_j").sum())
             .join(job_codes, left_on="job_id", right_on="jc")
             .select(pl.col("parent").alias("e_idx"), pl.col("job_id_right").alias("job_id"), "over_s", "over_j")

@@ -70,7 +70,7 @@ def test_overlapping_rules_first_match_wins():
     )
 
 
-def allocated_idle_bundle():
+def allocated_idle_bundle(**extra: list[dict]):
     """Job j1 (A1) holds g0 (node n0) and g1 (node n1), 00:00-10:00; samples every 30 min.
 
     g0 is inactive (util 0) from 00 to 08 and busy 08-10; g1 is busy 00-06 and 08-10, idle 06-08.
@@ -99,6 +99,7 @@ def allocated_idle_bundle():
                 {"start": ts(1, 3), "end": ts(1, 4), "kind": "degraded_hardware", "gpu_id": "g0"}],
         owners=[{"tenant": "A", "project": "A1"}],
         costs=DEPRECIATION,
+        **extra,
     )
 
 
@@ -118,6 +119,20 @@ def test_each_allocated_cause_with_cost_and_energy():
     backlog = {r["cause"]: r for r in rep["idle_backlog"]}
     assert backlog["oversized_request"]["top_offenders"] == ["j1"]
     assert "fewer cards" in backlog["oversized_request"]["action"]
+
+
+def test_tariff_edges_inside_a_job_leave_its_idle_causes_whole():
+    """allocated_idle_bundle with a tariff from 05:15 to 07:15: its edges cut g0's 05:00-05:30
+    sample (oversized) and the 07:00-07:30 samples of both cards (underutilized) inside the
+    telemetry stage. The hours and energy by cause are unchanged: oversized 2 h, underutilized
+    4 h, 0.3 kWh per idle GPU-hour; the cost (depreciation only, $5 per card-hour) too."""
+    b = allocated_idle_bundle(tariffs=[{"start": ts(1, 5.25), "end": ts(1, 7.25), "price_per_kwh": 0.30}])
+    cfg = make_config(activity={"max_sample_gap_s": 1800}, boundary={"name": "custom", "categories": ["depreciation"]})
+    got = causes(build_report(compute(b, cfg)), "allocated")
+    assert got["oversized_request"]["gpu_hours"] == pytest.approx(2.0)
+    assert got["underutilized"]["gpu_hours"] == pytest.approx(4.0)
+    assert got["oversized_request"]["energy_kwh_gpu"] == pytest.approx(0.6)
+    assert got["oversized_request"]["cost"] == pytest.approx(10.0)
 
 
 def test_mig_instances_share_one_card_and_add_up():
