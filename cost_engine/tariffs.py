@@ -53,7 +53,7 @@ class Bands:
         """Intervals (e_idx, t0, t1, ...) cut at the band edges they contain: one row per (interval,
         band) overlap, with that band's `price` and `carbon` (unknown as 0), in the input's order.
 
-        The telemetry stage sums samples over these pieces, so each joule is priced by the band
+        The telemetry stage sums samples over these parts, so each joule is priced by the band
         it was drawn in, split by time exactly as a sample is split over ledger intervals."""
         if self.edges.len() == 0:
             return intervals.with_columns(pl.lit(self.price[0]).alias("price"), pl.lit(0.0).alias("carbon"))
