@@ -104,14 +104,12 @@ def pieces(samples: pl.DataFrame, intervals: pl.DataFrame) -> tuple[pl.DataFrame
     return simple, spread.select(simple.columns)
 
 
-
 # Samples read per window of time: the telemetry stage holds one window at a time, so its
 # memory is bounded by this, not by the fleet or the period.
 WINDOW_ROWS = 2_000_000
 # Window edges fall on quarter hours (UTC): a minute (oversized detection) and a quarter-hour
 # energy bucket (power profile) never straddle two windows.
 ALIGN = timedelta(minutes=15)
-ENERGY_BUCKET = "15m"
 
 
 @dataclass
@@ -355,41 +353,28 @@ class _JobIndex:
             return one
         return pl.concat([one, pieces.join(self.shared, on="e_idx")])
 
-    @property
-    def height(self) -> int:
-        return int(self.dense.is_not_null().sum()) + self.shared.height
 
-
-def _oversized(p: pl.DataFrame, busy: pl.Expr, jobs: "pl.DataFrame | _JobIndex | None") -> pl.DataFrame:
+def _oversized(p: pl.DataFrame, busy: pl.Expr, jobs: _JobIndex) -> pl.DataFrame:
     """Inactive seconds of a card while a sibling card of the same job was busy (same minute).
 
     Per (job, UTC minute): the lowest and the highest busy card. An inactive piece of card g
     counts when another card was busy, that is when either of them is not g (both are g only
     when g alone was busy). One group-by and one join, on a single integer key (job code, minute).
+    Returns e_idx, job_id (the job code), over_s, over_j.
     """
-    empty = pl.DataFrame(schema={"e_idx": pl.Int64, "job_id": pl.String, "over_s": pl.Float64, "over_j": pl.Float64})
-    if jobs is None or jobs.height == 0:
-        return empty
-    cols = p.select("e_idx", "gpu_id", "ts", "ov_s", "joules", "frac", busy.alias("busy"))
-    jp = jobs.attach(cols) if isinstance(jobs, _JobIndex) else cols.join(jobs, on="e_idx")
-    dtype = jp.schema["job_id"]
+    jp = jobs.attach(p.select("e_idx", "gpu_id", "ts", "ov_s", "joules", "frac", busy.alias("busy")))
     if jp.height == 0:
-        return empty.cast({"job_id": dtype})
+        return jp.select("e_idx", "job_id", pl.lit(0.0).alias("over_s"), pl.lit(0.0).alias("over_j"))
     minute = pl.col("ts").dt.epoch("us") // 60_000_000
     m0 = jp.select(minute.min()).item()
-    if dtype.is_integer():
-        # job code x 2^32 + minute since the window's first: one Int64 key.
-        jp = jp.with_columns((pl.col("job_id").cast(pl.Int64) * (1 << 32) + (minute - m0)).alias("jm"))
-        key: list[str] = ["jm"]
-    else:
-        jp = jp.with_columns(minute.alias("minute"))
-        key = ["job_id", "minute"]
-    by_minute = jp.filter(pl.col("busy") > 0).group_by(key).agg(
+    # job code x 2^32 + minute since the window's first: one Int64 key.
+    jp = jp.with_columns((pl.col("job_id").cast(pl.Int64) * (1 << 32) + (minute - m0)).alias("jm"))
+    by_minute = jp.filter(pl.col("busy") > 0).group_by("jm").agg(
         pl.col("gpu_id").min().alias("lo_busy"), pl.col("gpu_id").max().alias("hi_busy")
     )
     idle = (
         jp.filter(pl.col("busy") < 1)
-        .join(by_minute, on=key)
+        .join(by_minute, on="jm")
         .filter((pl.col("lo_busy") != pl.col("gpu_id")) | (pl.col("hi_busy") != pl.col("gpu_id")))
     )
     return idle.group_by("e_idx", "job_id").agg(
@@ -399,7 +384,7 @@ def _oversized(p: pl.DataFrame, busy: pl.Expr, jobs: "pl.DataFrame | _JobIndex |
 
 
 def empty_oversized() -> pl.DataFrame:
-    return _oversized(pl.DataFrame(), pl.lit(0.0), None)
+    return pl.DataFrame(schema={"e_idx": pl.Int64, "job_id": pl.String, "over_s": pl.Float64, "over_j": pl.Float64})
 
 
 __all__ = ["sample_intervals", "pieces", "windows", "interval_activity", "TelemetryActivity", "empty_oversized"]
