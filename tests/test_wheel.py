@@ -144,7 +144,7 @@ def test_report_ingest_and_import_from_the_wheel(installed, checkout_report):
     assert stored["totals"]["cost"] == pytest.approx(rep["totals"]["cost"], rel=1e-12)
 
     # sacct.txt (tests/fixtures/importers): job 1001 holds 4 cards on gpu001 08:00-12:00, job 1002
-    # 2 cards on each of gpu002 and gpu003 10:00-11:30, job 1003 runs from 12:00 with 2 cards until
+    # 2 cards on each of gpu002 and gpu003 10:00-11:30, job 1003 runs from 11:00 with 2 cards until
     # --end-at: 4 + 4 + 2 = 10 allocations; 1007 (3 cards on 2 nodes), the owner-less and the
     # backwards rows are reported as unmapped, never guessed.
     (installed.work / "imported").mkdir()
