@@ -54,13 +54,9 @@ def serve(source: str | None, port: int, host: str, access_file: str | None) -> 
 @click.argument("folder", type=click.Path(file_okay=False))
 def export_parquet(db: str, folder: str) -> None:
     """Back a store up: every table as Parquet in a new FOLDER (restore with `ailedger restore`)."""
-    from .backup import BackupError, export_parquet as export_
+    from .backup import export_parquet as export_
 
-    try:
-        result = export_(db, folder)
-    except BackupError as exc:
-        _fail(str(exc))
-        return
+    result = _backup_step(export_, db, folder)
     click.echo(f"exported {db} to {result.folder}: " + _describe(result.rows))
 
 
@@ -69,14 +65,20 @@ def export_parquet(db: str, folder: str) -> None:
 @click.option("--db", required=True, type=click.Path(dir_okay=False), help="The new store file (must not exist).")
 def restore(folder: str, db: str) -> None:
     """A new store from a folder written by `ailedger export parquet`."""
-    from .backup import BackupError, restore_parquet
+    from .backup import restore_parquet
+
+    result = _backup_step(restore_parquet, folder, db)
+    click.echo(f"restored {result.db} from {result.folder}: " + _describe(result.rows))
+
+
+def _backup_step(step, source: str, target: str):
+    """Run export_parquet / restore_parquet; a BackupError ends the command with exit code 2."""
+    from .backup import BackupError
 
     try:
-        result = restore_parquet(folder, db)
+        return step(source, target)
     except BackupError as exc:
         _fail(str(exc))
-        return
-    click.echo(f"restored {result.db} from {result.folder}: " + _describe(result.rows))
 
 
 def _describe(rows: dict[str, int]) -> str:

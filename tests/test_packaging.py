@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import tomllib
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner

@@ -25,7 +25,8 @@ import pytest
 import cost_engine
 from cost_engine import api, views
 from cost_engine.report import build_report
-from tests.dashboard_support import ROOT, SAMPLE
+from tests.dashboard_support import ROOT, SAMPLE, stop
+from tests.test_browser import settle
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -182,26 +183,7 @@ def serving(installed: Installed, *args: str):
                 assert r.status == 200
             yield url
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-
-
-def _settle(pg, timeout: float = 120.0) -> None:
-    """Streamlit finished running: the script state stays notRunning for 1.2 s."""
-    state = ("() => { const a = document.querySelector('[data-testid=\"stApp\"]');"
-             " return a ? a.getAttribute('data-test-script-state') : null }")
-    pg.wait_for_selector('[data-testid="stApp"]')
-    calm = 0
-    for _ in range(int(timeout * 10)):
-        calm = calm + 1 if pg.evaluate(state) == "notRunning" and pg.locator("h1").count() else 0
-        if calm >= 12:
-            return
-        pg.wait_for_timeout(100)
-    raise AssertionError("Streamlit did not finish running in time")
+            stop(proc)
 
 
 def _metric(pg, label: str) -> str:
@@ -227,7 +209,7 @@ def test_serve_shows_the_fleet_total_in_chromium(installed, browser, checkout_re
             try:
                 pg = ctx.new_page()
                 pg.goto(url)
-                _settle(pg)
+                settle(pg, timeout=120)
                 assert pg.locator('[data-testid="stException"]').count() == 0
                 assert pg.locator("h1").first.inner_text().strip() == "Overview"
                 assert _metric(pg, "Total cost (USD)") == expected
