@@ -5,6 +5,7 @@ BIN     := $(VENV)/bin
 DB      ?= data/ailedger.duckdb
 BUNDLE  ?= sample_data/fleet-week
 PORT    ?= 8501
+HOST    ?= 127.0.0.1
 
 .PHONY: setup test-setup run test bench chromium java clean
 
@@ -41,14 +42,21 @@ java:
 run: setup
 	mkdir -p $(dir $(DB))
 	$(BIN)/ailedger ingest $(BUNDLE) --db $(DB)
-	AILEDGER_SOURCE=$(DB) $(BIN)/streamlit run app.py --server.port $(PORT) --server.headless true
+	$(BIN)/ailedger serve $(DB) --port $(PORT) --host $(HOST)
 
 test: test-setup
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile
+
+# The wheel and the sdist, with the standard build front end, into dist/ (docs/deploy.md).
+.PHONY: dist
+dist: setup
+	$(BIN)/python -m pip install --quiet build
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist .
 
 bench: setup
 	$(BIN)/python -m pip install --quiet -e '.[bench]'
 	$(BIN)/python benchmarks/run.py
 
 clean:
-	rm -rf $(VENV) data .pytest_cache
+	rm -rf $(VENV) data .pytest_cache build dist

@@ -2,6 +2,7 @@
 
 import streamlit as st
 
+from cost_engine import __version__
 from pages.common import sidebar
 
 st.set_page_config(page_title="ailedger", page_icon=":material/receipt_long:", layout="wide")
@@ -23,4 +24,6 @@ pages = {
 }
 page = st.navigation(pages)
 sidebar()
+# The footer: which ailedger this is (sidebar bottom, so it shows even when a page stops early).
+st.sidebar.caption(f"ailedger {__version__}")
 page.run()

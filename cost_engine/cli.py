@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from . import api
+from . import __version__, api
 from .config import ConfigError
 
 
@@ -30,7 +30,7 @@ def _pct(v) -> str:
 
 
 @click.group()
-@click.version_option(package_name="ailedger")
+@click.version_option(version=__version__, prog_name="ailedger")
 def main() -> None:
     """ailedger: what a tenant, a project or a model really costs."""
 
@@ -203,3 +203,7 @@ from .import_cli import collect, export, import_cmd  # noqa: E402
 main.add_command(import_cmd, name="import")
 main.add_command(collect)
 main.add_command(export)
+from .ops_cli import restore, serve  # noqa: E402  (serving and backing up: docs/deploy.md)
+
+main.add_command(serve)
+main.add_command(restore)

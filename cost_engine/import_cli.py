@@ -229,7 +229,7 @@ def collect(interval: float, out: str | None, db: str | None, count: int | None,
 
 @click.group()
 def export() -> None:
-    """Export allocated costs in standard formats."""
+    """Export allocated costs in standard formats, or a whole store as Parquet (a backup)."""
 
 
 @export.command("focus")

@@ -135,9 +135,16 @@ def streamlit_server(env_extra: dict[str, str], log_path: Path):
                 time.sleep(0.3)
             yield url
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop(proc)
+
+
+def stop(proc) -> None:
+    """Terminate a server process, killing it if it does not exit within 15 s."""
+    import subprocess
+
+    proc.terminate()
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
