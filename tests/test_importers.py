@@ -213,18 +213,21 @@ def test_prometheus_dcgm_range_query():
          "needs util_pct, so their power, energy and memory are not imported"),
         ("dcgm_range.json", 10, f"XID 13 on {GPU_A} at 2026-10-01T00:04:00Z is an application fault, not a hardware "
          "one: no event"),
-        ("dcgm_range.json", 12, "metric DCGM_FI_DEV_SM_CLOCK is not mapped (1 series)"),
         ("dcgm_range.json", 13, "DCGM_FI_DEV_GPU_UTIL: series has no UUID label and no Hostname + gpu labels"),
         ("dcgm_range.json", 14, f"{GPU_C}: 2 samples without utilization (first at 2026-10-01T00:00:00Z); telemetry "
          "needs util_pct, so their power, energy and memory are not imported"),
     ]
+    # A DCGM field the ledger does not use is listed once as ignored on purpose, not unmapped.
+    assert r.ignored == [("DCGM fields not used for cost", ["DCGM_FI_DEV_SM_CLOCK"])]
+    assert ("capacity without an owner", "1 of 3 cards carry no workload pod label (no exported_pod / pod of a "
+            "workload): no allocation, their time is unallocated capacity") in r.notes
 
 
 def test_prometheus_without_pool_writes_no_inventory():
     r = import_files("prometheus", [FIX / "dcgm_range.json"])
     assert "inventory" not in r.frames
-    assert ("inventory not written", "3 cards seen; give a pool (--pool) to write them as inventory (with MIG "
-            "capacities)") in r.notes
+    assert ("inventory not written", "3 of 3 cards seen have no pool; give --pool (or --pool-label, a node label) "
+            "to write them as inventory (with MIG capacities)") in r.notes
 
 
 def test_prometheus_query_error(tmp_path):

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from ..config import Config
 from . import ImportOptions, Parsed, from_epoch
-from .prometheus import Series, read_series, sample_value
+from .promseries import Series, read_series, sample_value
 
 PROMPT = ("vllm:prompt_tokens_total", "vllm:prompt_tokens")
 GENERATION = ("vllm:generation_tokens_total", "vllm:generation_tokens")
