@@ -96,7 +96,7 @@ def test_slurm_allocations_queue_and_unmapped():
     assert unmapped(r) == [
         ("sacct.txt", 10, "job 1007: 3 GPUs do not split evenly over 2 nodes"),
         ("sacct.txt", 11, "allocations: missing required owner"),
-        ("sacct.txt", 12, "allocations: end before start (start 2026-10-01T13:00:00, end 2026-10-01T12:00:00)"),
+        ("sacct.txt", 12, "allocations: end before start (start 2026-10-01T13:00:00Z, end 2026-10-01T12:00:00Z)"),
     ]
     assert ("slurm job steps", "2 job step lines skipped (their job's line carries the GPUs)") in r.notes
     assert ("slurm jobs without GPUs", "1 jobs request no GPUs and were skipped") in r.notes
@@ -245,10 +245,11 @@ def test_vllm_counters_to_buckets():
     cols = ["request_id", "ts", "end", "owner", "source", "model", "input_tokens", "cached_input_tokens",
             "output_tokens", "requests", "prefill_ms", "decode_ms", "status"]
     m = "meta-llama/Llama-3.1-8B-Instruct"
-    srv = "vllm-0.serving:8000"
+    srv = "team-b/vllm-0"  # namespace/pod: stable across restarts, unlike the instance address
 
     def b(t0, t1, epoch, inp, cached, out, req, pre, dec):
-        return {"request_id": f"vllm:{srv}:{m}:{epoch}", "ts": t(t0), "end": t(t1), "owner": srv, "source": "vllm",
+        return {"request_id": f"vllm:{srv}:{m}:{epoch}", "ts": t(t0), "end": t(t1), "owner": "team-b",
+                "source": "kubernetes",
                 "model": m, "input_tokens": inp, "cached_input_tokens": cached, "output_tokens": out,
                 "requests": req, "prefill_ms": pre, "decode_ms": dec, "status": "ok"}
 
@@ -265,9 +266,10 @@ def test_vllm_counters_to_buckets():
     assert unmapped(r) == [
         ("vllm_range.json", 1, f"{m} on {srv}: 300 prompt and 50 output tokens after the last finished request "
          "(from 2026-10-01T00:05:00Z): no bucket"),
-        ("vllm_range.json", 10, "metric process_cpu_seconds_total is not a vLLM counter"),
         ("vllm_range.json", 11, "vllm:generation_tokens_total: series has no model_name label"),
     ]
+    assert r.ignored == [("not token usage (gauges, histograms, the server's own metrics)",
+                          ["process_cpu_seconds_total", "vllm:num_requests_running"])]
 
 
 # ------------------------------------------------------------------------------------------- litellm
@@ -350,8 +352,8 @@ def test_openai_usage_and_costs():
          "source": "openai"},
     ]
     assert unmapped(r) == [
-        ("openai_costs.json", 3, "cost of 1.2 USD without project_id: query with group_by=project_id (an api_fees "
-         "cost needs its owner)"),
+        ("openai_costs.json", 3, "cost of 1.2 USD without project_id: query with group_by=project_id, or name the "
+         "owner with --owner (an api_fees cost needs one)"),
         ("openai_usage_completions.json", 2, "usage without project_id: query with group_by=project_id,model"),
         ("openai_usage_completions.json", 3, "input_cached_tokens (500) exceed input_tokens (300); input_tokens "
          "should include them"),
