@@ -421,16 +421,23 @@ def test_write_bundle_is_idempotent_and_refuses_conflicts(tmp_path):
 
 
 def test_cli_import_prints_counts_and_every_unmapped_row(tmp_path):
+    """sacct.txt gives 10 allocation and 4 queue rows and leaves 3 records out: a partial import,
+    exit 0 with the count; with --strict the same is an error (exit 1) and nothing is written."""
     (tmp_path / "ailedger.toml").write_text('[period]\nsource_timezone = "UTC"\n')
-    res = CliRunner().invoke(import_cmd, ["slurm", str(FIX / "sacct.txt"), "--into", str(tmp_path),
-                                          "--end-at", "2026-10-01T14:00:00Z", "--strict"])
+    args = ["slurm", str(FIX / "sacct.txt"), "--into", str(tmp_path), "--end-at", "2026-10-01T14:00:00Z"]
+    res = CliRunner().invoke(import_cmd, [*args, "--strict"])
     assert res.exit_code == 1, res.output
     assert "  allocations          10 rows" in res.output
     assert "  queue                 4 rows" in res.output
     assert "unmapped (3):" in res.output
     assert "  sacct.txt row 10: job 1007: 3 GPUs do not split evenly over 2 nodes" in res.output
     assert "  sacct.txt row 11: allocations: missing required owner" in res.output
+    assert "error: 3 input records could not be mapped and --strict is set: nothing written" in res.output
+    assert not (tmp_path / "allocations.csv").exists()
+    res = CliRunner().invoke(import_cmd, args)
+    assert res.exit_code == 0, res.output
     assert "wrote allocations.csv: 10 added, 0 unchanged, 0 replaced" in res.output
+    assert "partial import: 14 rows imported, 3 input records could not be mapped (listed above)" in res.output
 
 
 def test_cli_import_into_store(tmp_path):
