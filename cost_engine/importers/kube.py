@@ -69,6 +69,7 @@ class KubeView:
 
     pods: dict[Pod, _PodGpus] = field(default_factory=dict)
     capacity: dict[str, int] = field(default_factory=dict)
+    capacity_origin: dict[str, tuple[str, int]] = field(default_factory=dict)  # node -> (file, row)
     node_labels: dict[str, dict[str, str]] = field(default_factory=dict)
     pod_labels: dict[Pod, dict[str, str]] = field(default_factory=dict)
     pod_node: dict[Pod, str] = field(default_factory=dict)
@@ -112,6 +113,7 @@ def read_kube(series: list[Series], exporters: set[str], parsed: Parsed) -> Kube
             vals = [x for _, v in s.samples if (x := sample_value(v)) is not None]
             if vals:
                 view.capacity[s.labels["node"]] = int(max(vals))
+                view.capacity_origin.setdefault(s.labels["node"], (s.file, s.row))
         elif name == NODE_LABELS and s.label("node"):
             view.node_labels.setdefault(s.labels["node"], {}).update(s.labels)
         elif name in (POD_LABELS, POD_INFO):
@@ -146,8 +148,15 @@ def _pod(s: Series, exporters: set[str]) -> Pod | None:
 
 def kube_allocations(view: KubeView, placed: set[Pod], node_cards: dict[str, list[str]], step: float | None,
                      options: ImportOptions, parsed: Parsed, owner_missing: set[Pod]) -> dict[str, list[str]]:
-    """Allocation rows for GPU pods DCGM did not place on cards; returns the cards it made up per node."""
-    made: dict[str, list[str]] = {}
+    """Allocation rows for GPU pods DCGM did not place on cards; returns the cards it made up per node.
+
+    A node whose GPU capacity kube-state-metrics reports and whose cards DCGM does not show gets
+    cards `<node>:gpu<i>` (the spelling DCGM uses without a UUID), pods or not: they are capacity.
+    """
+    made: dict[str, list[str]] = {
+        node: [f"{node}:gpu{i}" for i in range(n)] for node, n in sorted(view.capacity.items())
+        if n > 0 and not node_cards.get(node)
+    }
     spread = 0
     for pod, p in sorted(view.pods.items()):
         gpus = p.gpus()
@@ -167,9 +176,7 @@ def kube_allocations(view: KubeView, placed: set[Pod], node_cards: dict[str, lis
             parsed.skip(p.file, p.row, f"{who}: one sample only and no step given (--step): the allocation's length "
                         "is unknown", "allocations")
             continue
-        cards = node_cards.get(p.node or "")
-        if not cards and p.node and view.capacity.get(p.node):
-            cards = made.setdefault(p.node, [f"{p.node}:gpu{i}" for i in range(view.capacity[p.node])])
+        cards = node_cards.get(p.node or "") or made.get(p.node or "")
         if not cards:
             parsed.skip(p.file, p.row, f"{who} on node {p.node or '(unknown)'}: the node's GPUs are unknown: export "
                         f"{CAPACITY} or DCGM metrics of its cards", "allocations")

@@ -237,7 +237,7 @@ class PrometheusImporter:
                    origin: dict) -> None:
         rows = [(c.gpu_id, c.node, c.model, c.capacity, c.index, origin[c.gpu_id]) for c in cards.values()]
         for node, gpus in made.items():
-            where = next((view.pods[p].file, view.pods[p].row) for p in view.pods if view.pods[p].node == node)
+            where = view.capacity_origin[node]
             rows += [(g, node, None, 1.0, str(i), where) for i, g in enumerate(gpus)]
         if not rows:
             return
