@@ -312,6 +312,8 @@ def import_upload(
         result = import_files(fmt, paths, config, options=options)
     except (ValueError, BundleError) as exc:
         raise UploadError(str(exc)) from None
+    if result.rows() == 0 and result.input_records:  # the CLI's rule: nothing imported is an error
+        raise UploadError(f"nothing imported; most common reason: {result.main_reason() or 'no record of a known kind'}")
     if store_path is not None:
         try:
             store.ingest(store_path, result.bundle())
