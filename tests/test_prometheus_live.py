@@ -118,6 +118,23 @@ def test_live_prometheus_import_equals_file_import(prometheus_url, tmp_path):
     assert shares == [("dynamo-workload", 1.0, 1), ("vision", 2.0, 8)]
 
 
+def test_live_vllm_import_equals_file_import(prometheus_url, tmp_path):
+    """The same file's vLLM counters over HTTP: flat until 00:02, then +120 prompt, +40 output, 1
+    request by 00:03 and +180/+60/2 by 00:05: two buckets, [00:02, 00:03) and [00:04, 00:05), owner
+    dynamo-workload (its namespace), exactly as the file import gives them."""
+    live = CliRunner().invoke(import_cmd, ["vllm", "--url", prometheus_url, "--start", START, "--end", END,
+                                           "--step", "60", "--into", str(tmp_path / "live")])
+    assert live.exit_code == 0, live.output
+    files = CliRunner().invoke(import_cmd, ["vllm", str(FIX), "--into", str(tmp_path / "file")])
+    assert files.exit_code == 0, files.output
+    a = pl.read_csv(tmp_path / "live" / "requests.csv", infer_schema=False).sort("ts")
+    b = pl.read_csv(tmp_path / "file" / "requests.csv", infer_schema=False).sort("ts")
+    assert a.equals(b)
+    assert a.select("ts", "owner", "input_tokens", "output_tokens", "requests").rows() == [
+        ("2026-10-01T00:02:00Z", "dynamo-workload", "120", "40", "1"),
+        ("2026-10-01T00:04:00Z", "dynamo-workload", "180", "60", "2")]
+
+
 def test_live_prometheus_unreachable_is_a_clear_error(tmp_path):
     port = _free_port()  # nothing listens there
     res = CliRunner().invoke(import_cmd, ["prometheus", "--url", f"http://127.0.0.1:{port}", "--start", START,

@@ -96,6 +96,7 @@ class VllmImporter:
         # server key -> role -> chosen metric rank -> list of series
         groups: dict[tuple, dict[str, dict[int, list[Series]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
         starts: dict[tuple, float] = {}
+        foreign: set[tuple[str, str]] = set()  # (file, metric) reported once
         for s in series:
             name = s.name or ""
             role = _role(name)
@@ -107,8 +108,11 @@ class VllmImporter:
             if role is None:
                 if name.startswith(("vllm:", "python_", "process_", "http_", "go_")):
                     parsed.ignore("not token usage (gauges, histograms, the server's own metrics)", name)
-                    continue
-                parsed.skip(s.file, s.row, f"metric {name or '(no __name__)'} is not a vLLM counter")
+                elif name.startswith(("DCGM_", "kube_")):
+                    parsed.ignore("GPU and Kubernetes metrics (import them with the prometheus format)", name)
+                elif (s.file, name) not in foreign:
+                    foreign.add((s.file, name))
+                    parsed.skip(s.file, s.row, f"metric {name or '(no __name__)'} is not a vLLM counter")
                 continue
             model = s.label("model_name")
             if model is None:
