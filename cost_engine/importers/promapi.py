@@ -9,6 +9,7 @@ of WINDOW_STEPS steps, whose series are joined again by their labels.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import urllib.error
@@ -79,7 +80,7 @@ def import_from_api(fmt: str, importer, url: str, start: datetime, end: datetime
     """Run a Prometheus-fed format over the live API; the result is the one a file import gives."""
     queries = importer.queries(options)
     series = fetch_series(url, queries, start, end, step)
-    options.step_s = options.step_s or step
+    options = dataclasses.replace(options, step_s=options.step_s or step)  # the samples are a step apart
     result = validate_parsed(fmt, importer.read_series(series, options, config), config)
     result.input_records = bool(series)
     return result

@@ -47,10 +47,9 @@ cannot be telemetry rows (util_pct is required): they are reported unmapped, cou
 
 from __future__ import annotations
 
-import math
 import re
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..collector.backend import APPLICATION_XIDS, HW_SLOWDOWN_BITS
