@@ -23,6 +23,7 @@ from click.testing import CliRunner
 from cost_engine.bundle import read_bundle
 from cost_engine.config import Config
 from cost_engine.import_cli import import_cmd
+from tests.helpers import stop_process
 
 FIX = Path(__file__).parent / "fixtures" / "importers" / "gpu_cluster_range.om"
 START, END = "2026-10-01T00:00:00Z", "2026-10-01T00:10:00Z"
@@ -83,12 +84,7 @@ def prometheus_url(tmp_path_factory):
             pytest.fail("prometheus did not become ready within a minute")
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=20)
+        stop_process(proc)
         log.close()
 
 
