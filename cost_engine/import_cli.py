@@ -104,7 +104,7 @@ class _ImportCommand(click.Command):
 @click.option("--owner-by", type=click.Choice(["team_id", "api_key", "user", "end_user", "user_id"]),
               help="litellm: field naming the owner (default team_id, else api_key).")
 @click.option("--replace", is_flag=True, help="Let imported records replace stored ones with the same key.")
-@click.option("--strict", is_flag=True, help="Exit 1 when any input row could not be mapped.")
+@click.option("--strict", is_flag=True, help="Exit 1 and write nothing when any input record could not be mapped.")
 def import_cmd(fmt: str, files: tuple[str, ...], into: str | None, db: str | None, config: str | None,
                end_at: str | None, columns: str | None, inventory: str | None, pool: str | None,
                pool_label: str | None, step: float | None, url: str | None, start: str | None, end: str | None,
@@ -135,7 +135,8 @@ def import_cmd(fmt: str, files: tuple[str, ...], into: str | None, db: str | Non
     if bool(files) == bool(url):
         _fail("give FILE... or --url (a Prometheus server), not both and not neither")
     if url and not hasattr(importer, "queries"):
-        _fail(f"--url works for formats read from Prometheus ({', '.join(n for n, i in sorted(FORMATS.items()) if hasattr(i, 'queries'))}), not {fmt}")
+        pulled = ", ".join(n for n, i in sorted(FORMATS.items()) if hasattr(i, "queries"))
+        _fail(f"--url works for formats read from Prometheus ({pulled}), not {fmt}")
     if url and (start is None or end is None):
         _fail("--url needs --start and --end")
     cfg = _load_config(config, into or db)

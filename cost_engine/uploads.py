@@ -313,7 +313,8 @@ def import_upload(
     except (ValueError, BundleError) as exc:
         raise UploadError(str(exc)) from None
     if result.rows() == 0 and result.input_records:  # the CLI's rule: nothing imported is an error
-        raise UploadError(f"nothing imported; most common reason: {result.main_reason() or 'no record of a known kind'}")
+        why = result.main_reason() or "no record of a known kind"
+        raise UploadError(f"nothing imported; most common reason: {why}")
     if store_path is not None:
         try:
             store.ingest(store_path, result.bundle())

@@ -685,7 +685,8 @@ def test_a_site_format_registers_through_the_entry_point_group(tmp_path):
 def test_cli_url_needs_a_prometheus_format_and_a_period(tmp_path):
     res = CliRunner().invoke(import_cmd, ["slurm", "--url", "http://127.0.0.1:9", "--start", "0", "--end", "60",
                                           "--into", str(tmp_path)])
-    assert res.exit_code == 2 and "--url works for formats read from Prometheus (prometheus, vllm), not slurm" in res.output
+    assert res.exit_code == 2
+    assert "--url works for formats read from Prometheus (prometheus, vllm), not slurm" in res.output
     res = CliRunner().invoke(import_cmd, ["prometheus", "--url", "http://127.0.0.1:9", "--into", str(tmp_path)])
     assert res.exit_code == 2 and "--url needs --start and --end" in res.output
     res = CliRunner().invoke(import_cmd, ["prometheus", "--into", str(tmp_path)])

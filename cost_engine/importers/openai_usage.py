@@ -55,7 +55,8 @@ def buckets(path: Path) -> list[dict]:
                 continue
             data = page.get("data")
             if not isinstance(data, list):
-                raise ImportFailed(f"{path.name}: expected usage pages ({{'object': 'page', 'data': [...]}}) or buckets")
+                raise ImportFailed(f"{path.name}: expected usage pages ({{'object': 'page', 'data': [...]}}) "
+                                   "or buckets")
             out.extend(b for b in data if isinstance(b, dict))
     return out
 

@@ -335,7 +335,8 @@ class SlurmImporter:
                     parsed.add(
                         "allocations", job.file, job.line,
                         allocation_id=f"slurm:{job.get('jobid')}:{node}:gpu{i}", gpu_id=gpu,
-                        start=_as_text(parse_time(job.get("start"), tz), job.get("start")), end=end_text, owner=job.get("account") or None,
+                        start=_as_text(parse_time(job.get("start"), tz), job.get("start")), end=end_text,
+                        owner=job.get("account") or None,
                         source="scheduler", job_id=job.get("jobid"), requested_gpus=req_n,
                     )
 

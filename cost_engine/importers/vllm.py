@@ -139,8 +139,8 @@ class VllmImporter:
             owner, source = ns, "kubernetes"
         first = next(iter(next(iter(roles.values())).values()))[0]
         if owner is None:
-            parsed.skip(first.file, first.row, f"{model} on {server}: no namespace label to name the owner (an instance "
-                        "address changes on restart): give --owner or --owner-label")
+            parsed.skip(first.file, first.row, f"{model} on {server}: no namespace label to name the owner (an "
+                        "instance address changes on restart): give --owner or --owner-label")
             return
         single = all(len(s.samples) == 1 for ranked in roles.values() for ss in ranked.values() for s in ss)
         if single and process_start is None:
