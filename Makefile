@@ -7,7 +7,7 @@ BUNDLE  ?= sample_data/fleet-week
 PORT    ?= 8501
 HOST    ?= 127.0.0.1
 
-.PHONY: setup test-setup run test bench chromium java clean
+.PHONY: setup test-setup run test bench chromium java prometheus clean
 
 $(BIN)/ailedger: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -21,7 +21,7 @@ $(VENV)/.test-extras: $(BIN)/ailedger
 	$(BIN)/python -m pip install --quiet -e '.[test,export]'
 	touch $@
 
-test-setup: $(VENV)/.test-extras chromium java
+test-setup: $(VENV)/.test-extras chromium java prometheus
 
 # Debian's Chromium for the browser tests (never a browser download of Playwright's own).
 chromium:
@@ -37,6 +37,16 @@ java:
 	  echo "installing Debian's default-jre-headless"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq default-jre-headless >/dev/null; \
+	fi
+
+# Debian's Prometheus and promtool for the live-import test (tests/test_prometheus_live.py); the
+# package's service is not started here: the test runs its own server on 127.0.0.1.
+prometheus:
+	@if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1; then \
+	  echo "installing Debian's prometheus"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends prometheus >/dev/null; \
+	  if [ -d /run/systemd/system ]; then $$SUDO systemctl disable --now prometheus >/dev/null 2>&1 || true; fi; \
 	fi
 
 run: setup

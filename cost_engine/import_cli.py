@@ -9,8 +9,10 @@ Registered on the main group in cli.py:
     main.add_command(export)
 
 Each also runs on its own (click.testing.CliRunner().invoke(import_cmd, [...])).
-Exit codes: 0 done; 1 `--strict` and some rows unmapped; 2 bad input or conflicts (nothing
-written); 3 `collect` without an NVIDIA driver.
+Exit codes: 0 done (a partial import prints how many records were left out); 1 nothing imported
+from a non-empty input (the most common reason is named), or `--strict` and some records
+unmapped (nothing written either way); 2 bad input or conflicts (nothing written); 3 `collect`
+without an NVIDIA driver.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ def _load_config(config: str | None, near: str | None):
         _fail(str(exc))
 
 
-def _parse_when(text: str | None) -> datetime | None:
+def _parse_when(text: str | None, option: str = "--end-at") -> datetime | None:
     if text is None:
         return None
     if text.lower() == "now":
@@ -50,7 +52,7 @@ def _parse_when(text: str | None) -> datetime | None:
 
     ts = parse_time(text)
     if ts is None or ts.tzinfo is None:
-        _fail(f"--end-at {text!r}: give an ISO time with an offset (2026-10-07T00:00:00Z), epoch seconds, or 'now'")
+        _fail(f"{option} {text!r}: give an ISO time with an offset (2026-10-07T00:00:00Z), epoch seconds, or 'now'")
     return ts
 
 
@@ -63,9 +65,21 @@ def _format_names() -> list[str]:
     return sorted(FORMATS)
 
 
-@click.command("import")
+class _ImportCommand(click.Command):
+    """`ailedger import --help` ends with the formats installed (entry-point group ailedger.importers)."""
+
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        from .importers import ENTRY_POINT_GROUP, FORMATS, PLUGIN_ERRORS
+
+        rows = [(name, FORMATS[name].summary) for name in sorted(FORMATS)]
+        rows += [(name, f"(cannot be loaded: {why})") for name, why in sorted(PLUGIN_ERRORS.items())]
+        with formatter.section(f"Installed formats (entry points {ENTRY_POINT_GROUP})"):
+            formatter.write_dl(rows)
+
+
+@click.command("import", cls=_ImportCommand)
 @click.argument("fmt", metavar="FORMAT", type=click.Choice(_format_names(), case_sensitive=False))
-@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.argument("files", nargs=-1, required=False, type=click.Path(exists=True, dir_okay=False))
 @click.option("--into", "into", type=click.Path(file_okay=False), help="Bundle folder to add the rows to (created if missing).")
 @click.option("--db", type=click.Path(dir_okay=False), help="DuckDB store to ingest the rows into.")
 @click.option("--config", "config", type=click.Path(exists=True, dir_okay=False),
@@ -76,24 +90,36 @@ def _format_names() -> list[str]:
               help="slurm: inventory file with node and index columns mapping cards to gpu_id "
                    "(default: the folder's inventory).")
 @click.option("--pool", help="prometheus: pool of the cards seen; writes them as inventory.")
-@click.option("--step", type=float, help="prometheus, vllm: query step in seconds (default: inferred).")
-@click.option("--owner", help="vllm, otel: owner key of every row.")
+@click.option("--pool-label", help="prometheus: node label (kube_node_labels) naming each node's pool, e.g. "
+              "nvidia.com/gpu.product; writes the cards as inventory.")
+@click.option("--step", type=float, help="prometheus, vllm: query step in seconds (default: inferred; 60 with --url).")
+@click.option("--url", help="prometheus, vllm: pull from this Prometheus server's HTTP API instead of files.")
+@click.option("--start", "start", help="with --url: start of the period (ISO time with offset, or epoch seconds).")
+@click.option("--end", "end", help="with --url: end of the period (ISO time with offset, epoch seconds, or 'now').")
+@click.option("--at", "at", help="prometheus, vllm: scrape time of /metrics samples that carry no timestamp.")
+@click.option("--owner", help="vllm, otel, openai: owner key of every row (openai: of results without project_id).")
+@click.option("--owner-label", help="prometheus, vllm: label naming the owner instead of the namespace "
+              "(a pod label of kube_pod_labels, e.g. team).")
 @click.option("--owner-attribute", help="otel: span/resource attribute naming the owner (default service.name).")
 @click.option("--owner-by", type=click.Choice(["team_id", "api_key", "user", "end_user", "user_id"]),
               help="litellm: field naming the owner (default team_id, else api_key).")
 @click.option("--replace", is_flag=True, help="Let imported records replace stored ones with the same key.")
-@click.option("--strict", is_flag=True, help="Exit 1 when any input row could not be mapped.")
+@click.option("--strict", is_flag=True, help="Exit 1 and write nothing when any input record could not be mapped.")
 def import_cmd(fmt: str, files: tuple[str, ...], into: str | None, db: str | None, config: str | None,
                end_at: str | None, columns: str | None, inventory: str | None, pool: str | None,
-               step: float | None, owner: str | None, owner_attribute: str | None, owner_by: str | None,
-               replace: bool, strict: bool) -> None:
-    """Import FILE... of FORMAT (slurm, prometheus, vllm, litellm, openai, otel) into a bundle or store.
+               pool_label: str | None, step: float | None, url: str | None, start: str | None, end: str | None,
+               at: str | None, owner: str | None, owner_label: str | None, owner_attribute: str | None,
+               owner_by: str | None, replace: bool, strict: bool) -> None:
+    """Import FILE... of FORMAT into a bundle or store, or pull it from Prometheus with --url.
 
-    Prints the rows per table and every input row that could not be mapped, with its reason.
+    Prints the rows per table, every input record that could not be mapped with its reason,
+    and what was left out on purpose. Nothing imported from a non-empty input is an error
+    (exit 1) naming the most common reason.
     """
     from . import store
     from .bundle import BundleError
     from .importers import (
+        FORMATS,
         BundleConflict,
         ImportFailed,
         ImportOptions,
@@ -105,6 +131,14 @@ def import_cmd(fmt: str, files: tuple[str, ...], into: str | None, db: str | Non
 
     if bool(into) == bool(db):
         _fail("give exactly one of --into BUNDLE_DIR or --db FILE")
+    importer = FORMATS[fmt.lower()]
+    if bool(files) == bool(url):
+        _fail("give FILE... or --url (a Prometheus server), not both and not neither")
+    if url and not hasattr(importer, "queries"):
+        pulled = ", ".join(n for n, i in sorted(FORMATS.items()) if hasattr(i, "queries"))
+        _fail(f"--url works for formats read from Prometheus ({pulled}), not {fmt}")
+    if url and (start is None or end is None):
+        _fail("--url needs --start and --end")
     cfg = _load_config(config, into or db)
     gpu_map = None
     inv_path = Path(inventory) if inventory else _folder_inventory(into)
@@ -116,25 +150,32 @@ def import_cmd(fmt: str, files: tuple[str, ...], into: str | None, db: str | Non
     options = ImportOptions(
         end_at=_parse_when(end_at), gpu_map=gpu_map,
         columns=[c.strip() for c in columns.split(",")] if columns else None, pool=pool, owner=owner,
-        owner_attribute=owner_attribute, owner_by=owner_by, step_s=step,
+        owner_attribute=owner_attribute, owner_by=owner_by, step_s=step, at=_parse_when(at, "--at"),
+        owner_label=owner_label, pool_label=pool_label,
     )
     try:
-        result = import_files(fmt.lower(), files, cfg, options=options)
+        if url:
+            from .importers.promapi import import_from_api
+
+            t0, t1 = _parse_when(start, "--start"), _parse_when(end, "--end")
+            queries = importer.queries(options)
+            click.echo(f"{fmt}: {url} from {t0:%Y-%m-%dT%H:%M:%SZ} to {t1:%Y-%m-%dT%H:%M:%SZ}, step {step or 60:g} s")
+            for i, q in enumerate(queries, start=1):
+                click.echo(f"  query {i}: {q}")
+            result = import_from_api(fmt.lower(), importer, url, t0, t1, step or 60.0, cfg, options)
+        else:
+            result = import_files(fmt.lower(), files, cfg, options=options)
+            click.echo(f"{result.format}: {len(files)} file{'s' if len(files) != 1 else ''}")
     except (ImportFailed, BundleError, ValueError) as exc:
         _fail(str(exc))
         return
-    click.echo(f"{result.format}: {len(files)} file{'s' if len(files) != 1 else ''}")
-    for table, n in result.counts().items():
-        click.echo(f"  {table:<12} {n:>10,} rows")
-    if not result.counts():
-        click.echo("  (no rows)")
-    for what, detail in result.notes:
-        click.echo(f"note: {what}: {detail}")
-    if result.unmapped.height:
-        click.echo(f"unmapped ({result.unmapped.height}):")
-        for r in result.unmapped.iter_rows(named=True):
-            where = f"row {r['row']}" if r["row"] is not None else "-"
-            click.echo(f"  {r['file']} {where}: {r['reason']}")
+    _print_result(result)
+    if result.rows() == 0 and result.input_records:
+        _fail(f"nothing imported; most common reason: {result.main_reason() or 'no record of a known kind'}",
+              EXIT_UNMAPPED)
+    if strict and result.unmapped.height:
+        _fail(f"{result.unmapped.height} input records could not be mapped and --strict is set: nothing written",
+              EXIT_UNMAPPED)
     if into:
         try:
             writes = write_bundle(result, into, cfg, replace=replace)
@@ -157,8 +198,25 @@ def import_cmd(fmt: str, files: tuple[str, ...], into: str | None, db: str | Non
             return
         click.echo(f"ingest {res.ingest_id}: {res.total_inserted:,} inserted, {res.total_unchanged:,} unchanged, "
                    f"{res.total_replaced:,} replaced")
-    if strict and result.unmapped.height:
-        sys.exit(EXIT_UNMAPPED)
+    if result.unmapped.height:
+        click.echo(f"partial import: {result.rows():,} rows imported, {result.unmapped.height:,} input records "
+                   "could not be mapped (listed above)")
+
+
+def _print_result(result) -> None:
+    for table, n in result.counts().items():
+        click.echo(f"  {table:<12} {n:>10,} rows")
+    if not result.counts():
+        click.echo("  (no rows)")
+    for what, detail in result.notes:
+        click.echo(f"note: {what}: {detail}")
+    for why, names in result.ignored:
+        click.echo(f"ignored on purpose ({why}): {', '.join(names)}")
+    if result.unmapped.height:
+        click.echo(f"unmapped ({result.unmapped.height}):")
+        for r in result.unmapped.iter_rows(named=True):
+            where = f"row {r['row']}" if r["row"] is not None else "-"
+            click.echo(f"  {r['file']} {where}: {r['reason']}")
 
 
 def _folder_inventory(into: str | None) -> Path | None:

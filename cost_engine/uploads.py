@@ -312,6 +312,9 @@ def import_upload(
         result = import_files(fmt, paths, config, options=options)
     except (ValueError, BundleError) as exc:
         raise UploadError(str(exc)) from None
+    if result.rows() == 0 and result.input_records:  # the CLI's rule: nothing imported is an error
+        why = result.main_reason() or "no record of a known kind"
+        raise UploadError(f"nothing imported; most common reason: {why}")
     if store_path is not None:
         try:
             store.ingest(store_path, result.bundle())

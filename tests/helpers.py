@@ -32,3 +32,15 @@ def make_config(**sections) -> object:
         else:
             data[k] = v
     return parse_config(data)
+
+
+def stop_process(proc, timeout: float = 20) -> None:
+    """Stop a server a test started: terminate, and kill it if it does not exit in time."""
+    import subprocess
+
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=timeout)

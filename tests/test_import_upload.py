@@ -44,3 +44,14 @@ def test_bad_names_and_formats_are_refused(tmp_path):
         import_upload("nope", sacct(), CFG, root=tmp_path)
     with pytest.raises(UploadError, match="over the limit"):
         import_upload("slurm", sacct(), CFG, root=tmp_path, max_bytes=10)
+
+
+def test_nothing_imported_is_refused_with_the_reason(tmp_path):
+    """The OpenAI reference page is not grouped by project or model: no row can be made, so the
+    upload is refused (as the CLI exits 1) and nothing is written to the store."""
+    page = Path(__file__).resolve().parent / "fixtures" / "real" / "openai_openapi_usage_completions.json"
+    db = tmp_path / "s.duckdb"
+    with pytest.raises(UploadError, match="nothing imported; most common reason: usage without project_id and "
+                                          "model: query with group_by=project_id,model"):
+        import_upload("openai", [(page.name, page.read_bytes())], CFG, store_path=db, root=tmp_path)
+    assert not db.exists()

@@ -63,6 +63,12 @@ class ImportOptions:
     owner_by: str | None = None
     # prometheus, vllm: the query step in seconds (default: the smallest gap between samples)
     step_s: float | None = None
+    # prometheus, vllm: the scrape time of text-exposition samples that carry no timestamp
+    at: datetime | None = None
+    # prometheus (kube-state-metrics pods), vllm: a label naming the owner instead of the namespace
+    owner_label: str | None = None
+    # prometheus: a node label (kube_node_labels) naming the pool of a node's cards
+    pool_label: str | None = None
 
 
 @dataclass
@@ -80,6 +86,7 @@ class Parsed:
         self.rows: list[_Row] = []
         self.unmapped: list[tuple[str, int | None, str, str | None]] = []
         self.notes: list[tuple[str, str]] = []
+        self.ignored: dict[str, set[str]] = {}
 
     def add(self, table: str, file: str | Path, row: int | None, **values: Any) -> None:
         if table not in TABLES:
@@ -93,9 +100,17 @@ class Parsed:
     def note(self, what: str, detail: str) -> None:
         self.notes.append((what, detail))
 
+    def ignore(self, why: str, name: str) -> None:
+        """A metric, result type or record kind left out on purpose; listed once per name."""
+        self.ignored.setdefault(why, set()).add(name)
+
 
 class Importer(Protocol):
-    """One source format. `read` sees all files at once (a metric may span several files)."""
+    """One source format. `read` sees all files at once (a metric may span several files).
+
+    Formats fed by Prometheus may also have `queries` (PromQL selectors, for `--url`) and
+    `read_series(series, options, config)` taking what the HTTP API returned.
+    """
 
     name: str
     summary: str
@@ -109,9 +124,33 @@ class ImportResult:
     frames: dict[str, pl.DataFrame]  # canonical, validated frames of the tables the files fed
     unmapped: pl.DataFrame  # file, row, reason, table (table: null when no row was made)
     notes: list[tuple[str, str]] = field(default_factory=list)
+    ignored: list[tuple[str, list[str]]] = field(default_factory=list)  # (why, names) left out on purpose
+    input_records: bool = True  # whether the input held anything at all (a 0-byte file does not)
 
     def counts(self) -> dict[str, int]:
         return {t: f.height for t, f in self.frames.items()}
+
+    def rows(self) -> int:
+        return sum(f.height for f in self.frames.values())
+
+    def main_reason(self) -> str | None:
+        """The most common reason input records were not imported, with its count and an example.
+
+        Reasons differ in ids and numbers ("job 1003 ..."), so they are grouped by their text with
+        numbers, hex ids and quoted values masked; the first reason of the largest group is shown.
+        Without unmapped rows the notes (records skipped on purpose) and ignored names stand in.
+        """
+        if self.unmapped.height:
+            groups: dict[str, list[str]] = {}
+            for why in self.unmapped["reason"].to_list():
+                groups.setdefault(_reason_key(why), []).append(why)
+            best = max(groups.values(), key=len)
+            return f"{best[0]} ({len(best)} of {self.unmapped.height} unmapped records)"
+        if self.notes:
+            return "; ".join(f"{w}: {d}" for w, d in self.notes)
+        if self.ignored:
+            return "; ".join(f"{why}: {', '.join(names)}" for why, names in self.ignored)
+        return None
 
     def bundle(self) -> Bundle:
         """A Bundle of the imported tables; unmapped rows travel as its rejections."""
@@ -121,14 +160,51 @@ class ImportResult:
         return Bundle.from_frames(self.frames, rejected=rejected, notes=list(self.notes))
 
 
+_MASK = re.compile(r"'[^']*'|\"[^\"]*\"|\b[\w.:/-]*\d[\w.:/-]*\b")
+
+
+def _reason_key(reason: str) -> str:
+    return _MASK.sub("#", reason)
+
+
 # --------------------------------------------------------------------------- registry and entry point
 
+ENTRY_POINT_GROUP = "ailedger.importers"
 FORMATS: dict[str, Importer] = {}
+PLUGIN_ERRORS: dict[str, str] = {}  # entry point name -> why it could not be loaded
 
 
 def register(importer: Importer) -> Importer:
     FORMATS[importer.name] = importer
     return importer
+
+
+def load_entry_points(group: str = ENTRY_POINT_GROUP) -> tuple[dict[str, Importer], dict[str, str]]:
+    """The importers installed under the entry-point group, and the ones that failed to load.
+
+    Built-in formats are declared in pyproject.toml under the same group, so a site's own
+    format (a package with `[project.entry-points."ailedger.importers"] myfmt = "pkg:IMPORTER"`)
+    is found exactly like them. An entry point whose object lacks `name`, `summary` or `read`
+    is reported, not registered.
+    """
+    from importlib.metadata import entry_points
+
+    found: dict[str, Importer] = {}
+    errors: dict[str, str] = {}
+    for ep in sorted(entry_points(group=group), key=lambda e: e.name):
+        if ep.name in found:
+            continue  # the first distribution on the path wins, as for console scripts
+        try:
+            obj = ep.load()
+        except Exception as exc:  # a broken plugin must not take the built-in formats down
+            errors[ep.name] = f"{ep.value}: {type(exc).__name__}: {exc}"
+            continue
+        missing = [a for a in ("name", "summary", "read") if not hasattr(obj, a)]
+        if missing:
+            errors[ep.name] = f"{ep.value}: not an importer (no {', '.join(missing)})"
+            continue
+        found[ep.name] = obj
+    return found, errors
 
 
 def import_files(
@@ -149,6 +225,13 @@ def import_files(
         if not f.is_file():
             raise ImportFailed(f"{f}: no such file")
     parsed = importer.read(files, options, config)
+    result = validate_parsed(fmt, parsed, config)
+    result.input_records = any(f.read_bytes().strip() for f in files)
+    return result
+
+
+def validate_parsed(fmt: str, parsed: Parsed, config: Config) -> ImportResult:
+    """Pass an importer's rows through bundle validation (also for rows read over HTTP)."""
     return _validate(fmt, parsed, config)
 
 
@@ -180,8 +263,10 @@ def _validate(fmt: str, parsed: Parsed, config: Config) -> ImportResult:
                              "table": table})
     frame = pl.DataFrame(unmapped, schema=UNMAPPED_SCHEMA) if unmapped else pl.DataFrame(schema=UNMAPPED_SCHEMA)
     frames = {t: frames[t] for t in TABLES if t in frames}  # contract order
+    ignored = [(why, sorted(names)) for why, names in sorted(parsed.ignored.items())]
     return ImportResult(format=fmt, frames=frames, unmapped=frame.sort("file", "row", nulls_last=True,
-                                                                       maintain_order=True), notes=notes)
+                                                                       maintain_order=True), notes=notes,
+                        ignored=ignored)
 
 
 # --------------------------------------------------------------------------- helpers shared by formats
@@ -519,11 +604,11 @@ def _record_key(table: str) -> tuple[str, ...]:
     return RECORD_KEYS.get(table) or tuple(c.name for c in TABLES[table])
 
 
-# The formats (imported last: they use the helpers above).
-from . import litellm, openai_usage, otel, prometheus, slurm, vllm  # noqa: E402
-
-for _mod in (slurm, prometheus, vllm, litellm, openai_usage, otel):
-    register(_mod.IMPORTER)
+# The formats, built-in ones included, come through the entry-point group (loaded last: the
+# format modules use the helpers above).
+_found, _errors = load_entry_points()
+FORMATS.update(_found)
+PLUGIN_ERRORS.update(_errors)
 
 __all__ = [
     "BundleConflict",
@@ -532,6 +617,10 @@ __all__ = [
     "ImportOptions",
     "ImportResult",
     "Importer",
+    "ENTRY_POINT_GROUP",
+    "PLUGIN_ERRORS",
+    "load_entry_points",
+    "validate_parsed",
     "Parsed",
     "gpu_map_from_inventory",
     "import_files",

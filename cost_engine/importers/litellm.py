@@ -119,7 +119,8 @@ class LitellmImporter:
             return 0
         owner, fell_back = self._owner(rec, options, daily=False)
         if owner is None:
-            parsed.skip(path, row, f"request {rid}: no {options.owner_by or 'team_id or api_key'} to name the owner")
+            parsed.skip(path, row, f"request {rid}: no {options.owner_by or 'team_id or api_key'} to name the owner"
+                        + _other_owner_hint(rec, options))
             return 0
         model = rec.get("model_group") if not _blank(rec.get("model_group")) else rec.get("model")
         prompt, completion = to_int(rec.get("prompt_tokens")), to_int(rec.get("completion_tokens"))
@@ -147,7 +148,8 @@ class LitellmImporter:
         owner, _ = self._owner(rec, options, daily=True)
         day = _text(rec.get("date"))
         if owner is None:
-            parsed.skip(path, row, f"daily row {day}: no team_id, user_id or api_key to name the owner")
+            parsed.skip(path, row, f"daily row {day}: no team_id, user_id or api_key to name the owner"
+                        + _other_owner_hint(rec, options))
             return
         try:
             d0 = datetime.strptime((day or "")[:10], "%Y-%m-%d").replace(tzinfo=UTC)
@@ -183,6 +185,17 @@ class LitellmImporter:
             if sum(tokens):
                 parsed.skip(path, row, f"daily row {day}: tokens but no requests")
             # an empty row (no requests, no tokens) has nothing to import
+
+
+_OWNER_FIELDS = ("team_id", "api_key", "user", "user_id", "end_user")
+
+
+def _other_owner_hint(rec: dict, options: ImportOptions) -> str:
+    """`; it has end_user 'x': import with --owner-by end_user` when another owner field is set."""
+    for f in _OWNER_FIELDS:
+        if f != options.owner_by and not _blank(rec.get(f)):
+            return f"; it has {f} {str(rec[f])!r}: import with --owner-by {f}"
+    return ""
 
 
 def _text(v: Any) -> str | None:

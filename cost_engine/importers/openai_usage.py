@@ -1,16 +1,24 @@
-"""OpenAI organization usage (completions) and costs exports -> requests buckets and api_fees costs.
+"""OpenAI organization usage and costs exports -> requests buckets and api_fees costs.
 
-Input: responses of `GET /v1/organization/usage/completions` and `GET /v1/organization/costs`
-(`{"object": "page", "data": [bucket, ...]}`), one per file, a JSON list of pages, or JSON
-lines. Each bucket has `start_time`/`end_time` (epoch seconds) and `results`. Row numbers in
-the unmapped list count results in the file (1-based, across buckets and pages).
+Input: responses of `GET /v1/organization/usage/<kind>` and `GET /v1/organization/costs`:
+a page (`{"object": "page", "data": [bucket, ...]}`), a list of pages, a list of buckets (what
+the cookbook's paging loop collects), a single bucket, or JSON lines of any of these. Each
+bucket has `start_time`/`end_time` (epoch seconds) and its results under `results` (the API)
+or `result` (the SDKs' typed pages). Row numbers in the unmapped list count results in the
+file (1-based, across buckets and pages).
+
+Kinds: completions, embeddings and moderations results are token usage (embeddings and
+moderations have input tokens only: output 0); images, audio, vector stores, code interpreter
+sessions, file and web searches are not tokens and are ignored on purpose (their money is in
+the costs export), listed once.
 
 Completions result (`organization.usage.completions.result`) -> one usage bucket:
 - input_tokens includes input_cached_tokens: input_tokens = input_tokens - input_cached_tokens,
   cached_input_tokens = input_cached_tokens; output_tokens; requests = num_model_requests.
-- owner = project_id (source `openai`), model = model: the query needs
-  `group_by=project_id,model` (api_key_id, user_id and batch may be grouped too and enter the
-  bucket key); a result without them is reported unmapped.
+- owner = project_id (source `openai`), else `ImportOptions.owner` (the owner of an export
+  that was not grouped by project); model = model: the query needs `group_by=project_id,model`
+  (api_key_id, user_id and batch may be grouped too and enter the bucket key); a result
+  without a model (or without any owner) is reported unmapped.
 - request_id `openai:<start_time>:<project>:<model>:<api_key_id>:<user_id>:<batch>`.
 
 Costs result (`organization.costs.result`) -> one `costs` row of category `api_fees`:
@@ -28,7 +36,11 @@ from ..config import Config
 from . import ImportFailed, ImportOptions, Parsed, from_epoch, load_json_records, to_float, to_int
 
 COMPLETIONS = "organization.usage.completions.result"
+EMBEDDINGS = "organization.usage.embeddings.result"
+MODERATIONS = "organization.usage.moderations.result"
 COSTS = "organization.costs.result"
+TOKEN_KINDS = (COMPLETIONS, EMBEDDINGS, MODERATIONS)
+NOT_TOKENS = "usage that is not tokens (its money is in the costs export)"
 
 
 def buckets(path: Path) -> list[dict]:
@@ -38,31 +50,36 @@ def buckets(path: Path) -> list[dict]:
         for page in pages:
             if not isinstance(page, dict):
                 raise ImportFailed(f"{path.name}: expected usage pages ({{'object': 'page', 'data': [...]}})")
-            if page.get("object") == "bucket" or "results" in page:
+            if page.get("object") == "bucket" or "results" in page or "result" in page:
                 out.append(page)
                 continue
             data = page.get("data")
             if not isinstance(data, list):
-                raise ImportFailed(f"{path.name}: expected usage pages ({{'object': 'page', 'data': [...]}})")
+                raise ImportFailed(f"{path.name}: expected usage pages ({{'object': 'page', 'data': [...]}}) "
+                                   "or buckets")
             out.extend(b for b in data if isinstance(b, dict))
     return out
 
 
+def _results(bucket: dict) -> list:
+    got = bucket.get("results")
+    return list(got if got is not None else bucket.get("result") or [])
+
+
 def _kind(result: dict) -> str | None:
     obj = result.get("object")
-    if obj in (COMPLETIONS, COSTS):
+    if obj is not None:
         return obj
-    if obj is None:
-        if "amount" in result:
-            return COSTS
-        if "input_tokens" in result:
-            return COMPLETIONS
+    if "amount" in result:
+        return COSTS
+    if "input_tokens" in result:
+        return COMPLETIONS if "output_tokens" in result else EMBEDDINGS
     return None
 
 
 class OpenAIUsageImporter:
     name = "openai"
-    summary = "OpenAI organization usage (completions buckets) and costs -> requests and api_fees costs"
+    summary = "OpenAI organization usage (completions, embeddings, moderations) and costs -> requests and api_fees"
 
     def read(self, paths: list[Path], options: ImportOptions, config: Config) -> Parsed:
         parsed = Parsed()
@@ -70,7 +87,7 @@ class OpenAIUsageImporter:
             n = 0
             for bucket in buckets(path):
                 t0, t1 = to_float(bucket.get("start_time")), to_float(bucket.get("end_time"))
-                for result in bucket.get("results") or []:
+                for result in _results(bucket):
                     n += 1
                     if not isinstance(result, dict):
                         parsed.skip(path, n, "result is not an object")
@@ -79,17 +96,20 @@ class OpenAIUsageImporter:
                         parsed.skip(path, n, "bucket without start_time/end_time")
                         continue
                     kind = _kind(result)
-                    if kind == COMPLETIONS:
-                        self._completions(parsed, path, n, result, t0, t1)
+                    if kind in TOKEN_KINDS:
+                        self._completions(parsed, path, n, result, t0, t1, options, kind)
                     elif kind == COSTS:
-                        self._costs(parsed, path, n, result, t0, t1)
+                        self._costs(parsed, path, n, result, t0, t1, options)
+                    elif isinstance(kind, str) and kind.startswith("organization.usage."):
+                        parsed.ignore(NOT_TOKENS, kind.removeprefix("organization.usage.").removesuffix(".result"))
                     else:
                         parsed.skip(path, n, f"result type {result.get('object')!r} is not mapped "
-                                    "(completions usage and costs are)")
+                                    "(usage and costs results are)")
         return parsed
 
-    def _completions(self, parsed: Parsed, path: Path, n: int, r: dict, t0: float, t1: float) -> None:
-        project, model = r.get("project_id"), r.get("model")
+    def _completions(self, parsed: Parsed, path: Path, n: int, r: dict, t0: float, t1: float,
+                     options: ImportOptions, kind: str) -> None:
+        project, model = r.get("project_id") or options.owner, r.get("model")
         if not project or not model:
             missing = " and ".join(x for x, v in (("project_id", project), ("model", model)) if not v)
             parsed.skip(path, n, f"usage without {missing}: query with group_by=project_id,model")
@@ -97,6 +117,8 @@ class OpenAIUsageImporter:
         requests = to_int(r.get("num_model_requests")) or 0
         inp, cached, out = (to_int(r.get(k)) for k in ("input_tokens", "input_cached_tokens", "output_tokens"))
         cached = cached or 0
+        if kind != COMPLETIONS and out is None:
+            out = 0  # embeddings and moderations produce no output tokens
         if requests == 0 and not (inp or out):
             return  # an empty group: nothing happened
         if inp is not None and cached > inp:
@@ -108,24 +130,26 @@ class OpenAIUsageImporter:
             return
         key = ":".join(str(x) for x in (int(t0), project, model, _k(r.get("api_key_id")), _k(r.get("user_id")),
                                          _k(r.get("batch"))))
+        prefix = "openai" if kind == COMPLETIONS else f"openai-{kind.split('.')[2]}"
         parsed.add(
             "requests", path, n,
-            request_id=f"openai:{key}", ts=from_epoch(t0), end=from_epoch(t1), owner=project, source="openai",
+            request_id=f"{prefix}:{key}", ts=from_epoch(t0), end=from_epoch(t1), owner=project, source="openai",
             model=model, input_tokens=None if inp is None else inp - cached, cached_input_tokens=cached,
             output_tokens=out, status="ok", requests=requests,
         )
 
-    def _costs(self, parsed: Parsed, path: Path, n: int, r: dict, t0: float, t1: float) -> None:
+    def _costs(self, parsed: Parsed, path: Path, n: int, r: dict, t0: float, t1: float,
+               options: ImportOptions) -> None:
         amount = r.get("amount")
         value = to_float(amount.get("value")) if isinstance(amount, dict) else to_float(amount)
         currency = amount.get("currency") if isinstance(amount, dict) else None
-        project = r.get("project_id")
+        project = r.get("project_id") or options.owner
         if value is None:
             parsed.skip(path, n, "cost without amount.value")
             return
         if not project:
             parsed.skip(path, n, f"cost of {value:g} {str(currency or '').upper()} without project_id: "
-                        "query with group_by=project_id (an api_fees cost needs its owner)")
+                        "query with group_by=project_id, or name the owner with --owner (an api_fees cost needs one)")
             return
         line = r.get("line_item")
         parsed.add(

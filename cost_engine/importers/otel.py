@@ -21,6 +21,8 @@ are skipped (counted in the notes), as are spans without any `gen_ai.*` attribut
 - request_id `<traceId>:<spanId>`; ts = start; latency_ms = end - start; ttft_ms from
   gen_ai.server.time_to_first_token (seconds) when a span carries it.
 - status: span status ERROR -> error (timeout / cancelled when error.type says so), else ok.
+  A failed call (status ERROR or error.type) without usage attributes is an error row with 0
+  tokens, as the contract counts failed requests; a successful span without usage is unmapped.
 """
 
 from __future__ import annotations
@@ -120,6 +122,8 @@ class OtelImporter:
         rid = f"{trace}:{span}"
         inp, out = to_int(_first(a, INPUT)), to_int(_first(a, OUTPUT))
         cached = to_int(_first(a, CACHED)) or 0
+        if _status(sp, a) != "ok" and inp is None and out is None:
+            inp, out = 0, 0  # a failed call: a request that produced nothing
         if inp is None:
             parsed.skip(path, n, f"span {rid}: no gen_ai.usage.input_tokens")
             return

@@ -1,12 +1,16 @@
-"""Prometheus range queries of DCGM exporter metrics -> telemetry, events, allocations, inventory.
+"""Prometheus data of GPU nodes -> telemetry, events, allocations, inventory.
 
-Input: the JSON of `/api/v1/query_range` (resultType `matrix`; an instant `vector` counts as
-one sample per series), one response per file or one per line. Several files may each hold
-one metric: samples of one card at one time are joined across files.
+Input, any mix: `/api/v1/query_range` (or instant query) JSON, one response per file or line;
+a raw `/metrics` scrape of the DCGM exporter or kube-state-metrics (Prometheus text format,
+samples without a timestamp take `ImportOptions.at`); an OpenMetrics file (`# EOF`, timestamps
+in seconds, what `promtool tsdb create-blocks-from openmetrics` reads). Or, through
+`promapi.fetch_series`, the live HTTP API with the queries in `PrometheusImporter.queries`.
+Samples of one card at one time are joined across files.
 
-Row numbers in the unmapped list are the position of the series in its file (1-based).
+Row numbers in the unmapped list are the position of the series in its JSON file (1-based), or
+the line of its first sample in a text file.
 
-Metrics (values arrive as strings; "NaN" and infinities are missing values, reported):
+DCGM metrics (values arrive as strings; "NaN" and infinities are missing values, reported):
 - DCGM_FI_DEV_GPU_UTIL (0..100) -> util_pct; DCGM_FI_PROF_GR_ENGINE_ACTIVE (0..1) x 100 when
   GPU_UTIL is absent for that card and time (MIG instances only have the PROF metric).
 - DCGM_FI_DEV_POWER_USAGE (W) -> power_w; DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION (mJ counter)
@@ -18,36 +22,42 @@ Metrics (values arrive as strings; "NaN" and infinities are missing values, repo
 - ECC / page retirement / row remapping counters -> an event of one step where they rise;
   DCGM_FI_DEV_RETIRED_PENDING / DCGM_FI_DEV_ROW_REMAP_FAILURE / ..._PENDING -> events while
   non-zero.
-- Any other metric is listed unmapped once per metric and file.
+- Other DCGM fields, kube-state-metrics series not used, exporters' own metrics (go_, process_,
+  promhttp_) and vLLM metrics are ignored on purpose and listed once; any other metric is
+  unmapped, once per metric and file.
 
 Cards: gpu_id = the `UUID` (or `uuid`) label; without one `<Hostname>:gpu<gpu>`. A MIG
 instance (labels GPU_I_ID / GPU_I_PROFILE) is its own card: a `MIG_UUID` label when the
 exporter has one, else `<UUID>/<GPU_I_ID>`; its capacity is the profile's slices over the
 card's (`3g.40gb` -> 3/7; an A30 has 4 slices).
 
-Kubernetes: with the exporter's pod mapping each series carries `pod`, `namespace`,
-`container` of the workload on the card (`exported_pod`, ... when Prometheus renamed them;
-then the plain labels name the exporter itself and are ignored). Each contiguous run of
-samples where a pod is on a card becomes an allocation [first sample, last sample + step)
-with owner = namespace, source `kubernetes`, job_id = pod.
+Who holds a card (`promseries.workload`): `exported_pod`/`exported_namespace` per series when
+present (Prometheus renamed the workload's labels), else plain `pod`/`namespace` unless they
+name the exporter's own pod. Each contiguous run of samples where a pod is on a card becomes
+an allocation [first sample, last sample + step) with owner = namespace (or the pod label
+named by `owner_label`, from kube_pod_labels), source `kubernetes`, job_id = pod. A card with
+no workload label is capacity without an owner: no allocation, and the summary says how many.
+kube-state-metrics GPU requests (see kube.py) add allocations for pods DCGM did not place.
 
-Inventory: written only when `ImportOptions.pool` names the pool of these cards (node =
-Hostname, accelerator = modelName, capacity from the MIG profile, an extra `index` column).
-Samples of a card without utilization cannot be telemetry rows (util_pct is required): they
-are reported unmapped, counted per card.
+Inventory: written when a pool is known (`ImportOptions.pool`, or the node label named by
+`pool_label`): node = Hostname, accelerator = modelName (or the node's nvidia.com/gpu.product),
+capacity from the MIG profile, an extra `index` column. Samples of a card without utilization
+cannot be telemetry rows (util_pct is required): they are reported unmapped, counted per card.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..collector.backend import APPLICATION_XIDS, HW_SLOWDOWN_BITS
 from ..config import Config
-from . import ImportFailed, ImportOptions, Parsed, from_epoch, load_json_records
+from . import ImportOptions, Parsed, from_epoch
+from .kube import PRODUCT_LABEL, kube_allocations, read_kube
+from .kube import USED as KUBE_USED
+from .promseries import Series, exporter_pods, infer_step, read_series, runs, sample_value, workload
 
 UTIL = "DCGM_FI_DEV_GPU_UTIL"
 GR_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
@@ -74,83 +84,18 @@ TELEMETRY_METRICS = {
     FB_USED: ("mem_used_mib", lambda x: x),
 }
 KNOWN = set(TELEMETRY_METRICS) | {XID, *CLOCKS, *FAULT_COUNTERS, *FAULT_STATES}
-
-
-@dataclass
-class Series:
-    file: str
-    row: int
-    labels: dict[str, str]
-    samples: list[tuple[float, str]] = field(default_factory=list)
-
-    @property
-    def name(self) -> str | None:
-        return self.labels.get("__name__")
-
-    def label(self, *names: str) -> str | None:
-        for n in names:
-            v = self.labels.get(n)
-            if v not in (None, ""):
-                return v
-        return None
-
-
-def read_series(paths: list[Path]) -> list[Series]:
-    """Every series of every range-query response in the files."""
-    out: list[Series] = []
-    for path in paths:
-        n = 0
-        for _, doc in load_json_records(path):
-            docs = doc if isinstance(doc, list) else [doc]
-            for d in docs:
-                for s in _result(d, path.name):
-                    n += 1
-                    labels = {str(k): str(v) for k, v in (s.get("metric") or {}).items()}
-                    if "values" in s:
-                        samples = [(float(t), str(v)) for t, v in s.get("values") or []]
-                    elif "value" in s and s["value"]:
-                        t, v = s["value"]
-                        samples = [(float(t), str(v))]
-                    else:
-                        samples = []
-                    out.append(Series(path.name, n, labels, samples))
-    return out
-
-
-def _result(doc: object, name: str) -> list[dict]:
-    if not isinstance(doc, dict):
-        raise ImportFailed(f"{name}: not a Prometheus query response (expected a JSON object)")
-    if doc.get("status") == "error":
-        raise ImportFailed(f"{name}: the query failed: {doc.get('errorType')}: {doc.get('error')}")
-    data = doc.get("data", doc)
-    if not isinstance(data, dict) or "result" not in data:
-        raise ImportFailed(f"{name}: not a Prometheus query response (no data.result)")
-    kind = data.get("resultType", "matrix")
-    if kind not in ("matrix", "vector"):
-        raise ImportFailed(f"{name}: resultType {kind!r}; a range query (matrix) is expected")
-    return list(data["result"] or [])
-
-
-def sample_value(v: str) -> float | None:
-    """A sample's value; NaN and infinities are missing."""
-    try:
-        x = float(v)
-    except ValueError:
-        return None
-    return x if math.isfinite(x) else None
-
-
-def infer_step(series: list[Series], given: float | None) -> float | None:
-    """The query step: given, else the smallest gap between consecutive samples of a series."""
-    if given:
-        return float(given)
-    gaps = [
-        b[0] - a[0]
-        for s in series
-        for a, b in zip(s.samples, s.samples[1:])
-        if b[0] - a[0] > 0
-    ]
-    return min(gaps) if gaps else None
+# Families left out on purpose (listed once, not reported as unmapped): prefix -> why.
+IGNORED_FAMILIES = (
+    ("DCGM_", "DCGM fields not used for cost"),
+    ("kube_", "kube-state-metrics series not used for GPU allocation"),
+    ("vllm:", "vLLM metrics (import them with the vllm format)"),
+    ("go_", "exporters' own metrics"),
+    ("process_", "exporters' own metrics"),
+    ("promhttp_", "exporters' own metrics"),
+    ("python_", "exporters' own metrics"),
+)
+_DCGM_NAMES = "|".join(sorted(KNOWN))
+_GPU_RES = 'resource=~"nvidia_com_gpu|nvidia.com/gpu"'
 
 
 def mig_capacity(profile: str | None, model: str | None) -> float | None:
@@ -189,19 +134,38 @@ def card_of(s: Series) -> _Card | None:
 
 class PrometheusImporter:
     name = "prometheus"
-    summary = "Prometheus range-query JSON of DCGM exporter metrics -> telemetry, events, allocations (pods)"
+    summary = ("DCGM exporter and kube-state-metrics from Prometheus (query JSON, /metrics scrapes, OpenMetrics, "
+               "or --url) -> telemetry, events, allocations, inventory")
+
+    def queries(self, options: ImportOptions) -> list[str]:
+        """The PromQL selectors `--url` runs (each a range query over the period)."""
+        pods = f"on(namespace, pod) kube_pod_container_resource_requests{{{_GPU_RES}}}"
+        out = [
+            f'{{__name__=~"{_DCGM_NAMES}"}}',
+            f"kube_pod_container_resource_requests{{{_GPU_RES}}}",
+            f'kube_pod_status_phase{{phase="Running"}} and {pods}',
+            f"kube_node_status_capacity{{{_GPU_RES}}}",
+            f"kube_node_labels and on(node) kube_node_status_capacity{{{_GPU_RES}}}",
+        ]
+        if options.owner_label:
+            out.append(f"kube_pod_labels and {pods}")
+        return out
 
     def read(self, paths: list[Path], options: ImportOptions, config: Config) -> Parsed:
+        return self.read_series(read_series(paths, options.at), options, config)
+
+    def read_series(self, series: list[Series], options: ImportOptions, config: Config) -> Parsed:
         parsed = Parsed()
-        series = read_series(paths)
         step = infer_step(series, options.step_s)
-        exported = any(s.label("exported_pod", "exported_namespace") for s in series)
+        exporters = exporter_pods(series)
+        view = read_kube([s for s in series if s.name in KUBE_USED], exporters, parsed)
 
         tele: dict[tuple[str, float], dict] = defaultdict(dict)  # (gpu_id, ts) -> field -> value
         origin: dict[str, tuple[str, int]] = {}  # gpu_id -> (file, row) of a series, for reasons
         cards: dict[str, _Card] = {}
         pods: dict[tuple[str, str, str], set[float]] = defaultdict(set)  # (gpu, ns, pod) -> sample times
         pod_origin: dict[tuple[str, str, str], tuple[str, int]] = {}
+        held_cards: set[str] = set()
         unknown: dict[tuple[str, str], list[int]] = defaultdict(list)
         event_series: list[tuple[Series, _Card]] = []
 
@@ -211,7 +175,12 @@ class PrometheusImporter:
                 parsed.skip(s.file, s.row, "series has no __name__ label (export a bare metric, not an expression)")
                 continue
             if name not in KNOWN:
-                unknown[(s.file, name)].append(s.row)
+                why = next((w for prefix, w in IGNORED_FAMILIES if name.startswith(prefix)), None)
+                if why is not None:
+                    if name not in KUBE_USED:
+                        parsed.ignore(why, name)
+                else:
+                    unknown[(s.file, name)].append(s.row)
                 continue
             card = card_of(s)
             if card is None:
@@ -224,12 +193,12 @@ class PrometheusImporter:
                 parsed.skip(s.file, s.row,
                             f"{name} on {card.gpu_id}: {len(bad)} of {len(s.samples)} values are NaN or not numbers "
                             f"(first at {_t(bad[0])}); left missing")
-            ns = s.label("exported_namespace") if exported else s.label("namespace")
-            pod = s.label("exported_pod") if exported else s.label("pod")
+            ns, pod, _ = workload(s, exporters)
             if ns and pod:
                 key = (card.gpu_id, ns, pod)
                 pods[key].update(t for t, _ in s.samples)
                 pod_origin.setdefault(key, (s.file, s.row))
+                held_cards.add(card.gpu_id)
             if name in TELEMETRY_METRICS:
                 fld, convert = TELEMETRY_METRICS[name]
                 for t, v in s.samples:
@@ -243,17 +212,46 @@ class PrometheusImporter:
             parsed.skip(file, rows[0], f"metric {name} is not mapped ({len(rows)} series)")
 
         self._telemetry(parsed, tele, origin)
-        self._allocations(parsed, pods, pod_origin, step)
+        owner_missing: set[tuple[str, str]] = set()
+        self._allocations(parsed, pods, pod_origin, step, view, options, owner_missing)
+        node_cards: dict[str, list[str]] = defaultdict(list)
+        for c in sorted(cards.values(), key=lambda c: c.gpu_id):
+            if c.node is not None and c.capacity == 1.0:
+                node_cards[c.node].append(c.gpu_id)
+        placed = {(ns, pod) for _, ns, pod in pods}
+        made = kube_allocations(view, placed, dict(node_cards), step, options, parsed, owner_missing)
         self._events(parsed, event_series, step)
-        if options.pool:
-            for c in sorted(cards.values(), key=lambda c: c.gpu_id):
-                f, r = origin[c.gpu_id]
-                parsed.add("inventory", f, r, gpu_id=c.gpu_id, pool=options.pool, node=c.node, accelerator=c.model,
-                           capacity=c.capacity, index=c.index)
-        elif cards:
-            parsed.note("inventory not written", f"{len(cards)} cards seen; give a pool (--pool) to write them "
-                        "as inventory (with MIG capacities)")
+        self._inventory(parsed, cards, made, view, options, origin)
+        if owner_missing:
+            parsed.note("owner label missing", f"{len(owner_missing)} pods have no {options.owner_label} label: "
+                        "their namespace is the owner")
+        free = sorted(set(cards) - held_cards)
+        if cards and free:
+            parsed.note("capacity without an owner",
+                        f"{len(free)} of {len(cards)} cards carry no workload pod label (no exported_pod / pod of a "
+                        "workload): no allocation, their time is unallocated capacity")
         return parsed
+
+    def _inventory(self, parsed: Parsed, cards: dict, made: dict, view, options: ImportOptions,
+                   origin: dict) -> None:
+        rows = [(c.gpu_id, c.node, c.model, c.capacity, c.index, origin[c.gpu_id]) for c in cards.values()]
+        for node, gpus in made.items():
+            where = view.capacity_origin[node]
+            rows += [(g, node, None, 1.0, str(i), where) for i, g in enumerate(gpus)]
+        if not rows:
+            return
+        without = 0
+        for gpu, node, model, capacity, index, (f, r) in sorted(rows, key=lambda r: r[0]):
+            pool = view.pool(node, options)
+            if pool is None:
+                without += 1
+                continue
+            accel = model or view.node_labels.get(node or "", {}).get(PRODUCT_LABEL)
+            parsed.add("inventory", f, r, gpu_id=gpu, pool=pool, node=node, accelerator=accel,
+                       capacity=capacity, index=index)
+        if without:
+            parsed.note("inventory not written", f"{without} of {len(rows)} cards seen have no pool; give --pool "
+                        "(or --pool-label, a node label) to write them as inventory (with MIG capacities)")
 
     def _telemetry(self, parsed: Parsed, tele: dict, origin: dict) -> None:
         no_util: dict[str, list[float]] = defaultdict(list)
@@ -270,7 +268,8 @@ class PrometheusImporter:
             parsed.skip(f, r, f"{gpu}: {len(times)} samples without utilization (first at {_t(times[0])}); "
                         "telemetry needs util_pct, so their power, energy and memory are not imported", "telemetry")
 
-    def _allocations(self, parsed: Parsed, pods: dict, pod_origin: dict, step: float | None) -> None:
+    def _allocations(self, parsed: Parsed, pods: dict, pod_origin: dict, step: float | None, view,
+                     options: ImportOptions, owner_missing: set) -> None:
         if pods and step is None:
             for key, (f, r) in pod_origin.items():
                 parsed.skip(f, r, f"pod {key[1]}/{key[2]} on {key[0]}: one sample only and no step given "
@@ -278,10 +277,13 @@ class PrometheusImporter:
             return
         for (gpu, ns, pod), times in sorted(pods.items()):
             f, r = pod_origin[(gpu, ns, pod)]
+            asked = view.pods[(ns, pod)].gpus() if (ns, pod) in view.pods else {}
+            requested = max(asked.values()) if asked else None
+            owner = view.owner((ns, pod), options, owner_missing)
             for t0, t1 in runs(sorted(times), step):
                 parsed.add("allocations", f, r, allocation_id=f"k8s:{ns}/{pod}:{gpu}:{from_epoch(t0):%Y%m%dT%H%M%SZ}",
-                           gpu_id=gpu, start=from_epoch(t0), end=from_epoch(t1 + step), owner=ns,
-                           source="kubernetes", job_id=pod)
+                           gpu_id=gpu, start=from_epoch(t0), end=from_epoch(t1 + step), owner=owner,
+                           source="kubernetes", job_id=pod, requested_gpus=requested)
 
     def _events(self, parsed: Parsed, event_series: list, step: float | None) -> None:
         for s, card in event_series:
@@ -313,17 +315,6 @@ class PrometheusImporter:
             for t0, t1 in runs(hits, width):
                 parsed.add("events", s.file, s.row, start=from_epoch(t0), end=from_epoch(t1 + width),
                            kind="degraded_hardware", gpu_id=card.gpu_id)
-
-
-def runs(times: list[float], step: float) -> list[tuple[float, float]]:
-    """Contiguous runs (first, last) of sample times at most one step (+50 %) apart."""
-    out: list[tuple[float, float]] = []
-    for t in times:
-        if out and t - out[-1][1] <= step * 1.5:
-            out[-1] = (out[-1][0], t)
-        else:
-            out.append((t, t))
-    return out
 
 
 def _own_step(vals: list[tuple[float, float]]) -> float | None:

@@ -3,9 +3,16 @@
     sacct --allusers --parsable2 --starttime ... --endtime ... \\
           --format=JobID,Account,User,Partition,Submit,Start,End,State,AllocTRES,ReqTRES,NodeList,Reason
 
-With a header line (the default of sacct) the fields may come in any order and extra fields
-are ignored. Without a header (`--noheader`) the order must be DEFAULT_FIELDS, or the one
-given in `ImportOptions.columns`.
+With a header line (the default of sacct; it starts with JobID or JobIDRaw, or has either
+anywhere) the fields may come in any order and extra fields are ignored; field names are
+case-insensitive. Without a header (`--noheader`) the order must be DEFAULT_FIELDS, or the one
+given in `ImportOptions.columns` (the `--format` list). `--parsable` (a trailing '|') and
+`--parsable2` both work, with or without `-X` (job steps are skipped either way).
+
+Job id: JobID (an array task prints `123_4`), else JobIDRaw. AllocTRES / ReqTRES: `gres/gpu=N`,
+else the sum of `gres/gpu:<type>=N`; `billing`, `cpu`, `mem`, `node` are not GPUs. State keeps
+its first word (`CANCELLED by 19032` is CANCELLED). Times with an offset are used as they are;
+offset-less ones need `period.source_timezone`.
 
 Mapping (row numbers are line numbers of the file):
 - a job with GPUs in AllocTRES (`gres/gpu=N`, or the sum of `gres/gpu:<type>=N`) that has
@@ -182,7 +189,9 @@ def _records(path: Path, options: ImportOptions, parsed: Parsed) -> list[_Job]:
     if not lines:
         return []
     first = [f.strip() for f in lines[0][1].split("|")]
-    if any(f.lower() == "jobid" for f in first):
+    if first and first[-1] == "":
+        first = first[:-1]  # --parsable ends the header with '|' too
+    if any(f.lower() in ("jobid", "jobidraw") for f in first):
         header = [f.lower() for f in first]
         lines = lines[1:]
         fixed = False
@@ -216,10 +225,11 @@ class SlurmImporter:
         placements: list[tuple[_Job, list[str], int, datetime, datetime, str, str | None]] = []
         for path in paths:
             for job in _records(path, options, parsed):
-                jid = job.get("jobid") or ""
+                jid = job.get("jobid") or job.get("jobidraw") or ""
                 if not jid:
-                    parsed.skip(job.file, job.line, "no JobID")
+                    parsed.skip(job.file, job.line, "no JobID or JobIDRaw")
                     continue
+                job.fields["jobid"] = jid
                 if "." in jid:
                     steps += 1
                     continue
@@ -270,8 +280,8 @@ class SlurmImporter:
                     if (sub := parse_time(job.get("submit"), tz)) is not None and _lt(sub, start):
                         self._queue(parsed, job, req_n or alloc_n, start=start_text)
                 placements.append((job, nodes, alloc_n // len(nodes), _naive(start), _naive(end),
-                                   end_text, req_n))
-        self._place(parsed, placements, options)
+                                   _as_text(end, end_text), req_n))
+        self._place(parsed, placements, options, tz)
         if steps:
             parsed.note("slurm job steps", f"{steps} job step lines skipped (their job's line carries the GPUs)")
         if cpu_only:
@@ -293,7 +303,7 @@ class SlurmImporter:
             submit=job.get("submit"), start=start, reason=queue_reason(job.get("reason")),
         )
 
-    def _place(self, parsed: Parsed, jobs: list, options: ImportOptions) -> None:
+    def _place(self, parsed: Parsed, jobs: list, options: ImportOptions, tz: str | None) -> None:
         """Cards per node: explicit IDX when given, else lowest free index in start order."""
         gpu_map = options.gpu_map or {}
         held: dict[str, list[tuple[datetime, int]]] = {}  # node -> (end, index) in use
@@ -325,9 +335,16 @@ class SlurmImporter:
                     parsed.add(
                         "allocations", job.file, job.line,
                         allocation_id=f"slurm:{job.get('jobid')}:{node}:gpu{i}", gpu_id=gpu,
-                        start=job.get("start"), end=end_text, owner=job.get("account") or None,
+                        start=_as_text(parse_time(job.get("start"), tz), job.get("start")), end=end_text,
+                        owner=job.get("account") or None,
                         source="scheduler", job_id=job.get("jobid"), requested_gpus=req_n,
                     )
+
+
+def _as_text(ts: datetime | None, raw: str | None) -> str | None:
+    """An aware time as ISO with Z; a naive one stays as sacct printed it (validation then names
+    the missing offset or applies source_timezone)."""
+    return iso(ts) if ts is not None and ts.tzinfo is not None else raw
 
 
 def _naive(ts: datetime) -> datetime:

@@ -1,8 +1,9 @@
-"""vLLM Prometheus counters (range-query JSON) -> usage buckets of the requests table.
+"""vLLM Prometheus counters -> usage buckets of the requests table.
 
-For reconciling a model server's own token counts against gateway logs. Input is the same
-`/api/v1/query_range` JSON as the `prometheus` format (any mix of metrics and files).
-Row numbers in the unmapped list are series positions in their file (1-based).
+For reconciling a model server's own token counts against gateway logs. Input is what the
+`prometheus` format reads (query JSON, `/metrics` scrapes with `--at`, OpenMetrics, or the
+live API through `--url` with `VllmImporter.queries`). Row numbers in the unmapped list are
+series positions in their file (1-based), or lines of a text file.
 
 Counters, per `model_name` and server (the other labels: instance, pod, ...; series that
 differ only in `finished_reason` or `engine` are summed):
@@ -18,12 +19,20 @@ Each pair of consecutive samples gives the increase of every counter over [t_i, 
 value below the previous one is a counter reset (the increase is then the new value, as
 Prometheus' `increase()` counts it). An interval with tokens but no finished request is
 merged into the next one (tokens are counted before their request finishes); tokens after
-the last finished request are reported unmapped. input_tokens = prompt - cached (the
-contract's input excludes cached tokens); a bucket whose cached count exceeds its prompt
-count is clamped to the prompt count and noted.
+the last finished request are reported unmapped. A bucket starts at the first interval where
+a counter moved, never at the query start. input_tokens = prompt - cached (the contract's
+input excludes cached tokens); a bucket whose cached count exceeds its prompt count is
+clamped to the prompt count and noted.
 
-Bucket rows: request_id `vllm:<server>:<model>:<start epoch>`, ts/end the bucket, owner
-`ImportOptions.owner` or the `instance` label (source `vllm`), status ok.
+A single scrape (one sample per counter) holds the totals since the server started: with
+`process_start_time_seconds` of the same server it is one bucket [process start, scrape);
+without it the start is unknown and the counters are reported unmapped.
+
+Server = `namespace/pod` (else `pod`, else `instance`): the bucket key, stable across scrapes.
+Owner: `ImportOptions.owner`, else the value of the label named by `owner_label`, else the
+`namespace` (source `kubernetes`, like the pods' GPU allocations). Without any of them (a bare
+scrape, an `instance` only, which changes on restart) the counters are unmapped with the reason.
+Bucket rows: request_id `vllm:<server>:<model>:<start epoch>`, ts/end the bucket, status ok.
 """
 
 from __future__ import annotations
@@ -33,7 +42,7 @@ from pathlib import Path
 
 from ..config import Config
 from . import ImportOptions, Parsed, from_epoch
-from .prometheus import Series, read_series, sample_value
+from .promseries import Series, read_series, sample_value
 
 PROMPT = ("vllm:prompt_tokens_total", "vllm:prompt_tokens")
 GENERATION = ("vllm:generation_tokens_total", "vllm:generation_tokens")
@@ -50,6 +59,7 @@ DECODE = ("vllm:request_decode_time_seconds_sum",)
 ROLES = {"prompt": PROMPT, "output": GENERATION, "cached": CACHED, "requests": REQUESTS,
          "prefill": PREFILL, "decode": DECODE}
 _SUMMED_LABELS = {"__name__", "finished_reason", "engine", "le"}
+PROCESS_START = "process_start_time_seconds"
 
 
 def _role(name: str) -> tuple[str, int] | None:
@@ -72,19 +82,37 @@ def increases(samples: list[tuple[float, float | None]]) -> list[tuple[float, fl
 
 class VllmImporter:
     name = "vllm"
-    summary = "vLLM Prometheus counters (range-query JSON) -> requests usage buckets"
+    summary = "vLLM Prometheus counters (query JSON, /metrics scrapes, OpenMetrics, or --url) -> requests usage buckets"
+
+    def queries(self, options: ImportOptions) -> list[str]:
+        names = "|".join(n for names in ROLES.values() for n in names)
+        return [f'{{__name__=~"{names}"}}']
 
     def read(self, paths: list[Path], options: ImportOptions, config: Config) -> Parsed:
+        return self.read_series(read_series(paths, options.at), options, config)
+
+    def read_series(self, series: list[Series], options: ImportOptions, config: Config) -> Parsed:
         parsed = Parsed()
         # server key -> role -> chosen metric rank -> list of series
         groups: dict[tuple, dict[str, dict[int, list[Series]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
-        for s in read_series(paths):
+        starts: dict[tuple, float] = {}
+        foreign: set[tuple[str, str]] = set()  # (file, metric) reported once
+        for s in series:
             name = s.name or ""
             role = _role(name)
+            if name == PROCESS_START:
+                vals = [x for _, v in s.samples if (x := sample_value(v)) is not None]
+                if vals:
+                    starts[_server_key(s.labels)] = max(vals)
+                continue
             if role is None:
-                if name.startswith("vllm:"):
-                    continue  # gauges and histograms other than the ones above: not usage
-                parsed.skip(s.file, s.row, f"metric {name or '(no __name__)'} is not a vLLM counter")
+                if name.startswith(("vllm:", "python_", "process_", "http_", "go_")):
+                    parsed.ignore("not token usage (gauges, histograms, the server's own metrics)", name)
+                elif name.startswith(("DCGM_", "kube_")):
+                    parsed.ignore("GPU and Kubernetes metrics (import them with the prometheus format)", name)
+                elif (s.file, name) not in foreign:
+                    foreign.add((s.file, name))
+                    parsed.skip(s.file, s.row, f"metric {name or '(no __name__)'} is not a vLLM counter")
                 continue
             model = s.label("model_name")
             if model is None:
@@ -94,21 +122,39 @@ class VllmImporter:
             groups[key][role[0]][role[1]].append(s)
 
         for key, roles in groups.items():
-            self._buckets(parsed, dict(key), roles, options)
+            labels = dict(key)
+            self._buckets(parsed, labels, roles, options, starts.get(_server_key(labels)))
         return parsed
 
-    def _buckets(self, parsed: Parsed, labels: dict, roles: dict, options: ImportOptions) -> None:
+    def _buckets(self, parsed: Parsed, labels: dict, roles: dict, options: ImportOptions,
+                 process_start: float | None) -> None:
         model = labels["model_name"]
-        server = labels.get("instance") or labels.get("pod") or "vllm"
-        owner = options.owner or labels.get("instance") or "vllm"
-        first = None
+        ns, pod = labels.get("exported_namespace") or labels.get("namespace"), \
+            labels.get("exported_pod") or labels.get("pod")
+        server = f"{ns}/{pod}" if ns and pod else pod or labels.get("instance") or "vllm"
+        owner, source = options.owner, "vllm"
+        if owner is None and options.owner_label:
+            owner = labels.get(options.owner_label)
+        if owner is None and ns:
+            owner, source = ns, "kubernetes"
+        first = next(iter(next(iter(roles.values())).values()))[0]
+        if owner is None:
+            parsed.skip(first.file, first.row, f"{model} on {server}: no namespace label to name the owner (an "
+                        "instance address changes on restart): give --owner or --owner-label")
+            return
+        single = all(len(s.samples) == 1 for ranked in roles.values() for ss in ranked.values() for s in ss)
+        if single and process_start is None:
+            parsed.skip(first.file, first.row, f"{model} on {server}: one scrape of counters that count since the "
+                        f"server started, and the start is unknown (no {PROCESS_START}): scrape twice or query a range")
+            return
         per_role: dict[str, dict[tuple[float, float], float | None]] = {}
         for role, ranked in roles.items():
             series = ranked[min(ranked)]  # the preferred metric of that role present
-            first = first or series[0]
             acc: dict[tuple[float, float], float | None] = defaultdict(float)
             for s in series:
                 vals = [(t, sample_value(v)) for t, v in s.samples]
+                if single:  # counters start at 0 when the process starts
+                    vals = [(process_start, 0.0), *vals]
                 missing = sum(1 for _, x in vals if x is None)
                 if missing:
                     parsed.skip(s.file, s.row, f"{s.name} ({model}): {missing} NaN values; the intervals next to "
@@ -117,7 +163,6 @@ class VllmImporter:
                     cur = acc[(t0, t1)]
                     acc[(t0, t1)] = None if inc is None or cur is None else cur + inc
             per_role[role] = acc
-        assert first is not None
         if "prompt" not in per_role or "output" not in per_role:
             parsed.skip(first.file, first.row, f"{model} on {server}: needs vllm:prompt_tokens_total and "
                         "vllm:generation_tokens_total")
@@ -134,6 +179,8 @@ class VllmImporter:
             vals = {r: per_role[r].get((t0, t1)) if r in per_role else 0.0 for r in carry}
             if any(vals[r] is None for r in ("prompt", "output")) or (has_requests and vals["requests"] is None):
                 continue  # a NaN next to this interval: reported above
+            if carry_start is None and not any(vals[r] for r in carry):
+                continue  # nothing happened: the next bucket starts where a counter moves
             for r in carry:
                 carry[r] += vals[r] or 0.0
             carry_start = t0 if carry_start is None else carry_start
@@ -150,7 +197,7 @@ class VllmImporter:
             parsed.add(
                 "requests", first.file, first.row,
                 request_id=f"vllm:{server}:{model}:{int(carry_start)}", ts=from_epoch(carry_start), end=from_epoch(t1),
-                owner=owner, source="vllm", model=model, input_tokens=prompt - cached, cached_input_tokens=cached,
+                owner=owner, source=source, model=model, input_tokens=prompt - cached, cached_input_tokens=cached,
                 output_tokens=round(carry["output"]), status="ok",
                 requests=round(carry["requests"]) if has_requests else None,
                 prefill_ms=carry["prefill"] * 1000 if "prefill" in per_role else None,
@@ -165,6 +212,11 @@ class VllmImporter:
         if clamped:
             parsed.note("vllm cached tokens", f"{model} on {server}: {clamped} buckets counted more cached than "
                         "prompt tokens (the counters tick at different moments); cached clamped to prompt")
+
+
+def _server_key(labels: dict) -> tuple:
+    """Labels naming one server process (what process_start_time_seconds carries)."""
+    return tuple(sorted((k, v) for k, v in labels.items() if k not in _SUMMED_LABELS and k != "model_name"))
 
 
 IMPORTER = VllmImporter()
