@@ -198,9 +198,10 @@ def _meter() -> pl.Expr:
 
 
 def _plain(x: pl.Expr) -> pl.Expr:
-    """A number as a plain decimal (FOCUS NumericFormat: no lowercase-e exponent)."""
-    s = x.cast(pl.Decimal(38, 18), strict=False).cast(pl.String)
-    return s.str.strip_chars_end("0").str.strip_suffix(".")
+    """A number as a plain decimal with at least one decimal digit (FOCUS NumericFormat: no
+    lowercase-e exponent; a JSON reader sees a decimal, not an integer)."""
+    s = x.cast(pl.Decimal(38, 18), strict=False).cast(pl.String).str.strip_chars_end("0")
+    return pl.when(s.str.ends_with(".")).then(s + pl.lit("0")).otherwise(s)
 
 
 def _method_details() -> pl.Expr:

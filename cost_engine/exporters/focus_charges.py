@@ -75,7 +75,11 @@ def charges(comp: Computation) -> pl.DataFrame:
     for name, dtype in _SCHEMA.items():
         if name not in rows.columns:
             rows = rows.with_columns(pl.lit(None, dtype).alias(name))
-    rows = rows.select(_SCHEMA.keys()).cast(_SCHEMA)
+    # A fixed row order: the origins' sums (and so the ratios) come out the same every run.
+    rows = rows.select(_SCHEMA.keys()).cast(_SCHEMA).sort(
+        "origin_id", "allocated_id", "idle_cause", "dest", "tenant", "project", "u_source", "u_key", "model",
+        nulls_last=True,
+    )
     return _priced(rows, comp.period)
 
 
@@ -243,8 +247,8 @@ def _idle_by_cause(comp: Computation, free: pl.DataFrame) -> pl.DataFrame:
         return free
     pieces = (
         comp.idle.filter(pl.col("kind") == "unallocated")
-        .join(comp.seg.select("s_idx", "day", "gpu_id", "kwh_fac"), on="s_idx")
-        .group_by("day", "gpu_id", pl.col("cause").alias("idle_cause"))
+        .join(comp.seg.select("s_idx", "day", "gpu_id", "kwh_fac"), on="s_idx", maintain_order="left")
+        .group_by("day", "gpu_id", pl.col("cause").alias("idle_cause"), maintain_order=True)
         .agg(pl.col("gpu_hours").sum().alias("hours"),
              (pl.col("kwh_fac") * pl.col("idle_frac")).sum().alias("kwh_fac"),
              pl.col("energy_kwh_gpu").sum().alias("kwh_gpu"))
