@@ -312,7 +312,8 @@ def test_service__allowed_category_subcategory_with_one_parent(export):
     ai = f.filter(pl.col("ServiceCategory") == "AI and Machine Learning")
     assert set(ai["ServiceSubcategory"]) <= AI_SUBCATEGORIES
     assert f["ServiceName"].null_count() == 0 and f["ServiceSubcategory"].null_count() == 0
-    per_name = f.group_by("ServiceName").agg(pl.col("ServiceCategory").n_unique(), pl.col("ServiceSubcategory").n_unique())
+    per_name = f.group_by("ServiceName").agg(pl.col("ServiceCategory").n_unique(),
+                                             pl.col("ServiceSubcategory").n_unique())
     assert per_name["ServiceCategory"].max() == 1 and per_name["ServiceSubcategory"].max() == 1
 
 

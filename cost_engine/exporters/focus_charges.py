@@ -89,7 +89,8 @@ _SCHEMA = pl.Schema({
     "driver": pl.String, "method": pl.String, "split": pl.Boolean, "amount": pl.Float64, "q": pl.Float64,
     "origin_q": pl.Float64, "unit": pl.String, "resource_id": pl.String, "resource_name": pl.String,
     "resource_type": pl.String, "service": pl.String, "subcategory": pl.String, "sub_account": pl.String,
-    "provider": pl.String, "publisher": pl.String, "host_provider": pl.String, "infrastructure": pl.Boolean, "description": pl.String,
+    "provider": pl.String, "publisher": pl.String, "host_provider": pl.String, "infrastructure": pl.Boolean,
+    "description": pl.String,
     "tags": pl.String, "allocated_id": pl.String, "allocated_name": pl.String, "allocated_tags": pl.String,
     "idle_cause": pl.String, "cost_id": pl.String, "dest": pl.String, "tenant": pl.String, "project": pl.String,
     "u_source": pl.String, "u_key": pl.String, "model": pl.String, "pool": pl.String, "origin": pl.String,
@@ -176,8 +177,8 @@ def _holder_columns(alloc_id: pl.Expr) -> list[pl.Expr]:
 
 def card_names(comp: Computation) -> pl.DataFrame:
     """gpu_id -> a display name: node, index on the node (inventory order), kind, accelerator
-    (which names the MIG profile), e.g. `h100-node-01 GPU 3 (H100-SXM-80GB)`. Null when the
-    inventory says nothing about the card (no node, pool or accelerator)."""
+    (which names the MIG profile), e.g. `h100-node-01 GPU 3 (H100-SXM-80GB)`; the pool stands
+    in for a missing node. Null when the inventory has no node or pool for the card."""
     cards = comp.ledger.cards.select("gpu_id", "pool", "node", "accelerator")
     is_mig = pl.col("gpu_id").str.starts_with("MIG-") | pl.col("accelerator").str.contains("MIG").fill_null(False)
     kind = pl.when(is_mig).then(pl.lit("MIG")).otherwise(pl.lit("GPU"))
@@ -185,8 +186,7 @@ def card_names(comp: Computation) -> pl.DataFrame:
     idx = pl.int_range(pl.len()).over(host, kind)
     label = pl.concat_str([host, pl.lit(" "), kind, pl.lit(" "), idx.cast(pl.String)])
     name = (
-        pl.when(host.is_null()).then(pl.col("accelerator"))
-        .when(pl.col("accelerator").is_null()).then(label)
+        pl.when(pl.col("accelerator").is_null()).then(label)
         .otherwise(pl.concat_str([label, pl.lit(" ("), pl.col("accelerator"), pl.lit(")")]))
     )
     return cards.select(
@@ -310,9 +310,11 @@ def _model_rows(comp: Computation, m: pl.DataFrame) -> pl.DataFrame:
     origin_keys = ["day", "model", "pool", "category", "driver", "base"]
     # The origin's quantity: the driver quantity of the allocations that served the model.
     qcols = sorted(set(DRIVER_QUANTITY.values()))
+    per_allocation = comp.seg.filter(pl.col("allocation_id").is_not_null()).group_by("day", "allocation_id").agg(
+        pl.col(qcols).sum()
+    )
     served = m.select(*origin_keys, "allocation_id").unique().join(
-        comp.seg.filter(pl.col("allocation_id").is_not_null()).group_by("day", "allocation_id").agg(pl.col(qcols).sum()),
-        on=["day", "allocation_id"], how="left",
+        per_allocation, on=["day", "allocation_id"], how="left",
     ).group_by(origin_keys).agg(_driver_quantity(pl.col("driver")).sum().alias("origin_q"))
     rows = _sum(m, [*origin_keys, *_PARTY]).join(served, on=origin_keys, how="left", nulls_equal=True)
     rows = _with_tokens(comp, rows)
