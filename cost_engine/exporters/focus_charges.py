@@ -172,6 +172,30 @@ def _holder_columns(alloc_id: pl.Expr) -> list[pl.Expr]:
     ]
 
 
+def _fleet_charge(kind: str, origin_id: pl.Expr, method: pl.Expr, unit: pl.Expr, resource: pl.Expr,
+                  resource_name: pl.Expr, resource_type: pl.Expr, service: tuple[str, str]) -> list[pl.Expr]:
+    """The origin columns of a charge on the fleet's own infrastructure (a card, a pool, a
+    model served from a pool): split, in the pool's sub account, provided and hosted by us."""
+    return [
+        pl.lit(kind).alias("kind"),
+        origin_id.alias("origin_id"),
+        method.alias("method"),
+        pl.lit(True).alias("split"),
+        unit.alias("unit"),
+        resource.alias("resource_id"),
+        resource_name.alias("resource_name"),
+        resource_type.alias("resource_type"),
+        pl.lit(service[0]).alias("service"),
+        pl.lit(service[1]).alias("subcategory"),
+        pl.col("pool").alias("sub_account"),
+        pl.lit(PROVIDER).alias("provider"),
+        pl.lit(PROVIDER).alias("host_provider"),
+        pl.lit(True).alias("infrastructure"),
+    ]
+
+
+GPU_COMPUTE = ("GPU Compute", "AI Platforms")
+
 # ----------------------------------------------------------------------------------- card
 
 
@@ -217,20 +241,9 @@ def _card_rows(comp: Computation, m: pl.DataFrame) -> pl.DataFrame:
         rows.join(names, on="gpu_id", how="left")
         .join(_allocation_info(comp), on="allocation_id", how="left")
         .with_columns(
-            pl.lit("card").alias("kind"),
-            _origin_id(*(pl.col(k) for k in origin_keys)).alias("origin_id"),
-            pl.col("driver").alias("method"),
-            pl.lit(True).alias("split"),
-            _driver_unit(pl.col("driver")).alias("unit"),
-            pl.col("gpu_id").alias("resource_id"),
-            pl.col("card_name").alias("resource_name"),
-            pl.col("card_type").fill_null("GPU").alias("resource_type"),
-            pl.lit("GPU Compute").alias("service"),
-            pl.lit("AI Platforms").alias("subcategory"),
-            pl.col("pool").alias("sub_account"),
-            pl.lit(PROVIDER).alias("provider"),
-            pl.lit(PROVIDER).alias("host_provider"),
-            pl.lit(True).alias("infrastructure"),
+            *_fleet_charge("card", _origin_id(*(pl.col(k) for k in origin_keys)), pl.col("driver"),
+                           _driver_unit(pl.col("driver")), pl.col("gpu_id"), pl.col("card_name"),
+                           pl.col("card_type").fill_null("GPU"), GPU_COMPUTE),
             pl.format("{} of {} on {}, split by {}", pl.col("category"), pl.coalesce("card_name", "gpu_id"),
                       pl.col("day"), pl.col("driver")).alias("description"),
             _tags(pool=pl.col("pool"), node=pl.col("node"), accelerator=pl.col("accelerator")).alias("tags"),
@@ -280,20 +293,9 @@ def _pool_rows(comp: Computation, m: pl.DataFrame) -> pl.DataFrame:
     rows = rows.join(hours, on=["day", "pool", "allocation_id"], how="left").join(
         _allocation_info(comp), on="allocation_id", how="left")
     return rows.with_columns(
-        pl.lit("pool").alias("kind"),
-        _origin_id(pl.lit("idle"), *(pl.col(k) for k in origin_keys)).alias("origin_id"),
-        (pl.col("driver") + pl.lit("+idle_chargeback")).alias("method"),
-        pl.lit(True).alias("split"),
-        pl.lit(GPU_HOURS).alias("unit"),
-        pl.col("pool").alias("resource_id"),
-        pl.col("pool").alias("resource_name"),
-        pl.lit("GPU Pool").alias("resource_type"),
-        pl.lit("GPU Compute").alias("service"),
-        pl.lit("AI Platforms").alias("subcategory"),
-        pl.col("pool").alias("sub_account"),
-        pl.lit(PROVIDER).alias("provider"),
-        pl.lit(PROVIDER).alias("host_provider"),
-        pl.lit(True).alias("infrastructure"),
+        *_fleet_charge("pool", _origin_id(pl.lit("idle"), *(pl.col(k) for k in origin_keys)),
+                       pl.col("driver") + pl.lit("+idle_chargeback"), pl.lit(GPU_HOURS), pl.col("pool"),
+                       pl.col("pool"), pl.lit("GPU Pool"), GPU_COMPUTE),
         pl.format("{} of idle capacity in pool {} charged back on {} by allocated GPU-hours", pl.col("category"),
                   pl.col("pool"), pl.col("day")).alias("description"),
         _tags(pool=pl.col("pool")).alias("tags"),
@@ -322,20 +324,9 @@ def _model_rows(comp: Computation, m: pl.DataFrame) -> pl.DataFrame:
     mapped = pl.col("dest") != UNATTRIBUTED
     names = comp.ownership.projects.select("project", "display_name").unique("project")
     return rows.join(names, on="project", how="left").with_columns(
-        pl.lit("model").alias("kind"),
-        _origin_id(*(pl.col(k) for k in origin_keys)).alias("origin_id"),
-        (pl.col("driver") + pl.lit(f"+recharge_by_{mode}")).alias("method"),
-        pl.lit(True).alias("split"),
-        _driver_unit(pl.col("driver")).alias("unit"),
-        pl.col("model").alias("resource_id"),
-        pl.col("model").alias("resource_name"),
-        pl.lit("Model Service").alias("resource_type"),
-        pl.lit("Model Inference").alias("service"),
-        pl.lit("Generative AI").alias("subcategory"),
-        pl.col("pool").alias("sub_account"),
-        pl.lit(PROVIDER).alias("provider"),
-        pl.lit(PROVIDER).alias("host_provider"),
-        pl.lit(True).alias("infrastructure"),
+        *_fleet_charge("model", _origin_id(*(pl.col(k) for k in origin_keys)),
+                       pl.col("driver") + pl.lit(f"+recharge_by_{mode}"), _driver_unit(pl.col("driver")),
+                       pl.col("model"), pl.col("model"), pl.lit("Model Service"), ("Model Inference", "Generative AI")),
         pl.format("{} of serving model {} in pool {} on {}, recharged by {}", pl.col("category"), pl.col("model"),
                   pl.col("pool"), pl.col("day"), pl.lit(mode)).alias("description"),
         _tags(pool=pl.col("pool"), model=pl.col("model")).alias("tags"),
