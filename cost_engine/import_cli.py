@@ -293,29 +293,39 @@ def export() -> None:
 @export.command("focus")
 @click.argument("source", type=click.Path(exists=True))
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="FILE.csv or FILE.parquet")
+@click.option("--focus-version", "version", type=click.Choice(["1.2", "1.3"]), default="1.2", show_default=True,
+              help="1.2: a FOCUS 1.2 dataset (the 1.3 allocation columns kept as x_ columns); "
+                   "1.3: a FOCUS 1.3 dataset with the split cost allocation columns.")
+@click.option("--region", default=None, help="RegionId of the fleet's cards (default: none, left null).")
+@click.option("--region-name", default=None, help="RegionName (default: the RegionId).")
+@click.option("--availability-zone", default=None, help="AvailabilityZone of the fleet's cards (default: null).")
 @click.option("--config", "config", type=click.Path(exists=True, dir_okay=False),
               help="TOML config (default: ailedger.toml in the bundle / beside the store).")
-def focus(source: str, out: str, config: str | None) -> None:
-    """Write the allocated costs of a bundle or store as FOCUS 1.2 rows (with the 1.3 allocation columns)."""
+def focus(source: str, out: str, version: str, region: str | None, region_name: str | None,
+          availability_zone: str | None, config: str | None) -> None:
+    """Write the allocated costs of a bundle or store as a FOCUS 1.2 or 1.3 dataset."""
     from . import api
     from .bundle import BundleError
     from .config import ConfigError
-    from .exporters.focus import check, write_focus
+    from .exporters.focus import Location, check, write_focus
     from .report import reconciliation
 
     if not out.lower().endswith((".csv", ".parquet")):
         _fail("--out must end in .csv or .parquet")
+    if region_name and not region:
+        _fail("--region-name needs --region")
     try:
         comp = api.run(source, config)
     except (ConfigError, BundleError, FileNotFoundError, ValueError) as exc:
         _fail(str(exc))
         return
-    frame = write_focus(comp, out)
+    location = Location(region_id=region, region_name=region_name, availability_zone=availability_zone)
+    frame = write_focus(comp, out, version=version, location=location)
     rec = reconciliation(comp)
     total = float(frame["BilledCost"].sum())
-    click.echo(f"wrote {out}: {frame.height:,} rows, BilledCost {total:,.2f} {comp.period.currency} "
-               f"(input cost {rec['input_cost']:,.2f})")
-    for p in check(frame):
+    click.echo(f"wrote {out}: FOCUS {version}, {frame.height:,} rows, BilledCost {total:,.2f} "
+               f"{comp.period.currency} (input cost {rec['input_cost']:,.2f})")
+    for p in check(frame, version):
         click.echo(f"warning: {p}", err=True)
     if abs(total - rec["input_cost"]) > 1e-6 * max(1.0, abs(rec["input_cost"])):
         _fail(f"export sums to {total} but the input cost is {rec['input_cost']}")

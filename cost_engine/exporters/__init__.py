@@ -38,9 +38,10 @@ def flat_table(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.select(out)
 
 
-def table_csv(frame: pl.DataFrame, *, neutralise_formulas: bool = True) -> bytes:
+def table_csv(frame: pl.DataFrame, *, neutralise_formulas: bool = True, **write_options) -> bytes:
     """CSV bytes (UTF-8, header row). Text cells that a spreadsheet would run as a formula
-    (starting with = + - @) get a leading apostrophe unless `neutralise_formulas=False`."""
+    (starting with = + - @) get a leading apostrophe unless `neutralise_formulas=False`.
+    `write_options` go to `DataFrame.write_csv` (e.g. `datetime_format`, `float_scientific`)."""
     f = flat_table(frame)
     if neutralise_formulas:
         f = f.with_columns(
@@ -51,7 +52,7 @@ def table_csv(frame: pl.DataFrame, *, neutralise_formulas: bool = True) -> bytes
             for c, d in f.schema.items()
             if d == pl.String
         )
-    return f.write_csv().encode("utf-8")
+    return f.write_csv(**write_options).encode("utf-8")
 
 
 def _formula(c: str) -> pl.Expr:
