@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from . import overlaps
 from .bundle import Bundle, read_bundle
 from .config import Config, load_config
 from .engine import Computation, compute
@@ -35,11 +36,13 @@ def load_source(source: str | Path, config: Config) -> tuple[Bundle, TelemetrySo
     from .contract import TABLE_NAMES
 
     p = Path(source)
-    if not (p.is_file() and store.is_store(p)):
+    if not p.is_file():
         return read_bundle(p, config), None
+    if not store.is_store(p):
+        raise store.StoreError(store.describe_file(p))
     held = ("telemetry", "requests")
     bundle = store.load_bundle(p, tables=[t for t in TABLE_NAMES if t not in held], held=held)
-    return bundle, StoreTelemetry(p)
+    return overlaps.check_bundle(bundle, config), StoreTelemetry(p)
 
 
 def run(source: str | Path, config_path: str | Path | None = None, config: Config | None = None) -> Computation:

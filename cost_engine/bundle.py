@@ -35,6 +35,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.ipc as pa_ipc
 
+from . import csv_guard, json_keys, overlaps, unicode_names
 from .config import Config
 from .contract import (
     CATEGORIES,
@@ -88,8 +89,9 @@ STREAM_BATCH_BYTES = 4 * 2**20  # CSV text per chunk; validating it takes some 2
 STREAM_BATCH_ROWS = 2**20  # Parquet rows per batch (about 100 MB of telemetry while validated)
 # Compressed formats are judged by an estimate of their inflated size.
 _INFLATION = 8
-# costs stay in memory: currency conversion notes are per table, and cost files are small.
-_NOT_STREAMED = frozenset({"costs"})
+# costs stay in memory: currency conversion notes are per table, and cost files are small;
+# rates and tariffs too: their overlaps are found across the whole file (see overlaps.py).
+_NOT_STREAMED = frozenset({"costs", "rates", "tariffs"})
 _SPILLS_IN_FLIGHT = 2  # validated batches waiting for the spill writer (bounds memory)
 _HASH_BUCKETS = 32  # duplicate keys are searched bucket by bucket of key hashes
 
@@ -299,6 +301,7 @@ def _read_csv(path: Path) -> _RawFile:
         _check_csv_header(source, path.name)  # a bad header explains more than a bad row
         raise _csv_error(path.name, exc, source) from None
     _reserve_row(frame.columns[1:], path.name)
+    frame = csv_guard.unguard_frame(frame)  # cells the project's CSV writers escaped
     frame, blank = _drop_blank_rows(frame.with_columns(pl.col(ROW).cast(pl.Int64)))
     return _RawFile(frame, _no_rejections(), frame.height == 0, blank)
 
@@ -449,6 +452,8 @@ def _jsonl_fast(data: bytes, text: str) -> _RawFile | None:
     numbers = lines.with_row_index(ROW, offset=1).filter(pl.col("l").str.strip_chars() != "")[ROW]
     if numbers.len() != frame.height:
         return None  # e.g. an object spread over several lines: let the line reader judge
+    if json_keys.hides_repeated_key(frame, lines.filter(pl.col("l").str.strip_chars() != "")["l"], keys):
+        return None  # the line reader rejects those lines by number
     frame = frame.with_columns(numbers.cast(pl.Int64).alias(ROW))
     return _RawFile(frame, _no_rejections(), frame.height == 0)
 
@@ -461,7 +466,10 @@ def _jsonl_by_line(text: str, name: str) -> _RawFile:
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
+            obj = json_keys.loads(line)
+        except json_keys.RepeatedKey as rep:
+            bad.append((number, f"line {number} names the key {_shown_text(rep.key)} twice (which value counts?)"))
+            continue
         except ValueError:
             bad.append((number, f"line {number} is not valid JSON"))
             continue
@@ -481,6 +489,11 @@ def _jsonl_by_line(text: str, name: str) -> _RawFile:
         schema=REJECTIONS_SCHEMA,
     )
     return _RawFile(frame, rejected, not rows and not bad)
+
+
+def _shown_text(text: str) -> str:
+    """A value from a file as a reason quotes it, cut to a readable length."""
+    return repr(text if len(text) <= _MAX_SHOWN else text[: _MAX_SHOWN - 3] + "...")
 
 
 def _json_text(value: object) -> str | None:
@@ -675,7 +688,7 @@ def _stream_batches(
     template, _ = _checked(table, header, config)  # the schema of valid rows
     buckets = _HashBuckets(spill)
     bad: list[pl.DataFrame] = []
-    rows_in = 0
+    rows_in = renamed = 0
     # Writing a batch's valid rows is disk work (gigabytes at fleet scale) and releases the
     # GIL: one writer thread spills batch k while this thread validates batch k + 1. At most
     # _SPILLS_IN_FLIGHT batches wait for the writer, so memory stays bounded.
@@ -685,6 +698,8 @@ def _stream_batches(
     try:
         for number, batch in enumerate(batches):
             rows_in += batch.height
+            batch, changed = unicode_names.normalise_columns(batch, _text_columns(table))
+            renamed += changed
             good, rejected = _checked(table, batch, config)
             bad.append(rejected)
             if good.height:
@@ -702,6 +717,7 @@ def _stream_batches(
     if rows_in == 0:
         notes.append(("empty file", name))
     _note_blank_rows(notes, name, blank or [])
+    _note_nfc(notes, table, renamed)
 
     conflicts = pl.DataFrame(schema={"row": pl.Int64, "reason": pl.String})
     repeated = buckets.repeated()
@@ -804,13 +820,13 @@ class _CsvChunks:
         if not self.header.endswith(b"\n") and chunk:
             text = self.header + b"\n" + chunk
         try:
-            return pl.read_csv(
+            return csv_guard.unguard_frame(pl.read_csv(
                 io.BytesIO(text),
                 infer_schema=False,
                 row_index_name=ROW,
                 row_index_offset=row_offset + 1,
                 truncate_ragged_lines=False,
-            )
+            ))
         except pl.exceptions.NoDataError:
             raise
         except Exception as exc:  # polars raises several error types for malformed text
@@ -969,16 +985,31 @@ def validate_frame(
 
     names = [c.name for c in TABLES[table]]
     extras = [c for c in raw.columns if c != ROW and c not in names]
+    raw, renamed = unicode_names.normalise_columns(raw, _text_columns(table))
+    _note_nfc(notes, table, renamed)
     good, bad = _checked(table, raw, config)
     good, conflicts, dropped = _dedupe(table, good, names)
     if dropped and notes is not None:
         notes.append(("duplicate rows", f"{table}: {dropped} identical duplicate rows counted once"))
+    good, overlapping, cut = overlaps.check(table, good, config, ROW)
+    if notes is not None:
+        notes += cut
 
-    rejected = pl.concat([bad, conflicts])
+    rejected = pl.concat([bad, conflicts, overlapping])
     rejected = rejected.sort("row").select(
         pl.lit(table, pl.String).alias("table"), "row", "reason", pl.lit(file, pl.String).alias("file")
     )
     return _finish(table, good, extras, config, notes), rejected.cast(dict(REJECTIONS_SCHEMA))
+
+
+def _text_columns(table: str) -> list[str]:
+    return [c.name for c in TABLES[table] if c.dtype == pl.String]
+
+
+def _note_nfc(notes: list[tuple[str, str]] | None, table: str, rows: int) -> None:
+    if rows and notes is not None:
+        notes.append(("unicode normalized", f"{table}: {rows} rows had names in another Unicode form, read as "
+                      "NFC (names that differ only in normalization are one name)"))
 
 
 # Columns the reader adds to costs: the amount and currency as given, before conversion.

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 import click
 
-from . import __version__, api
+from . import __version__, api, jsonout
 from .config import ConfigError
 
 
@@ -57,9 +56,17 @@ def report(source: str, config: str | None, as_json: bool, top: int) -> None:
 
     rep = build_report(_compute(source, config))
     if as_json:
-        click.echo(json.dumps(rep, indent=2, default=str))
+        _echo_json(rep)
         return
     click.echo(render_summary(rep, top))
+
+
+def _echo_json(doc: dict) -> None:
+    """Print a JSON document; a NaN or infinite figure is an error naming where it sits."""
+    try:
+        click.echo(jsonout.dumps(doc, indent=2, default=str))
+    except jsonout.NonFiniteError as exc:
+        _fail(str(exc))
 
 
 def render_summary(rep: dict, top: int = 5) -> str:
@@ -136,6 +143,8 @@ def ingest(bundle: str, db: str, config: str | None, replace: bool) -> None:
             result = store.ingest(db, b, replace=replace, progress=progress)
         except store.StoreConflict as exc:
             _fail(f"{exc} (nothing was written; use --replace to overwrite)")
+        except store.StoreError as exc:  # not a store, newer or damaged, disk full: said first
+            _fail(str(exc))
     cfg_src = api.find_config(bundle, config)
     if cfg_src is not None:
         # Keep the bundle's config beside the store so `ailedger report FILE` reads the same period.
@@ -174,13 +183,13 @@ def explain(source: str, config: str | None, tenant, project, model, as_json: bo
         _fail("name a --tenant, --project or --model")
     ex = explain_(_compute(source, config), tenant=tenant, project=project, model=model)
     if as_json:
-        click.echo(json.dumps({
+        _echo_json({
             "total_cost": ex.total_cost,
             "allocations": ex.allocations.to_dicts(),
             "costs": ex.costs.to_dicts(),
             "requests": ex.requests.head(limit).to_dicts(),
             "requests_total": ex.requests.height,
-        }, indent=2, default=str))
+        })
         return
     who = " / ".join(x for x in (tenant, project, model) if x)
     click.echo(f"{who}: cost {ex.total_cost:,.2f}")

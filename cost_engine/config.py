@@ -20,12 +20,25 @@ BOUNDARY_PRESETS: dict[str, tuple[str, ...]] = {
 }
 
 
+# Sane, finite ranges of the config's numbers (the Rules page's inputs use the same bounds).
+# A value outside is an error naming its key: an infinite PUE or price computed silently
+# wrong (NaN reconciliation), and a huge sample gap overflowed the time arithmetic.
+MAX_SAMPLE_GAP_S = 86_400.0  # a sample standing for more than a day is no measurement
+MAX_FACTOR = 5.0  # server_overhead and PUE: real facilities are well below
+MAX_PRICE_PER_KWH = 10_000.0  # in the period currency, whichever it is (yen, won, rupees, ...)
+MAX_WEIGHT = 1_000_000.0  # token weights and fixed shares are relative; beyond this is a typo
+MAX_SLO_MS = 86_400_000.0  # a day
+MAX_EXCHANGE_RATE = 1_000_000.0
+BOM = b"\xef\xbb\xbf"
+
+
 class ConfigError(ValueError):
     """A config value that breaks the contract; the message names the key."""
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # allow_inf_nan=False: inf and NaN are refused for every float, nested dict values too.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 def _utc(v: datetime | None) -> datetime | None:
@@ -94,19 +107,27 @@ class Boundary(_Strict):
 class Activity(_Strict):
     mode: Literal["threshold", "weighted"] = "threshold"
     threshold_pct: float = Field(5.0, ge=0, le=100)
-    max_sample_gap_s: float = Field(300, gt=0)
+    max_sample_gap_s: float = Field(300, gt=0, le=MAX_SAMPLE_GAP_S)
 
 
 class Energy(_Strict):
-    server_overhead: float = Field(1.3, ge=1.0)
-    pue: float = Field(1.2, ge=1.0)
-    flat_price_per_kwh: float = Field(0.12, ge=0)
+    server_overhead: float = Field(1.3, ge=1.0, le=MAX_FACTOR)
+    pue: float = Field(1.2, ge=1.0, le=MAX_FACTOR)
+    flat_price_per_kwh: float = Field(0.12, ge=0, le=MAX_PRICE_PER_KWH)
 
 
 class TokenWeights(_Strict):
-    input: float = Field(1.0, ge=0)
-    cached_input: float = Field(0.1, ge=0)
-    output: float = Field(4.0, ge=0)
+    input: float = Field(1.0, ge=0, le=MAX_WEIGHT)
+    cached_input: float = Field(0.1, ge=0, le=MAX_WEIGHT)
+    output: float = Field(4.0, ge=0, le=MAX_WEIGHT)
+
+    @model_validator(mode="after")
+    def _some_weight(self) -> TokenWeights:
+        # All zero would leave every weighted token count 0: token-driven cost and the
+        # input/output split would divide by zero.
+        if self.input == 0 and self.cached_input == 0 and self.output == 0:
+            raise ValueError("all three weights are 0; at least one must be above 0")
+        return self
 
 
 class Allocation(_Strict):
@@ -131,14 +152,25 @@ class Allocation(_Strict):
     @classmethod
     def _positive_shares(cls, v: dict[str, float]) -> dict[str, float]:
         for k, s in v.items():
-            if not s >= 0:
-                raise ValueError(f"share of {k!r} must be >= 0")
+            if not 0 <= s <= MAX_WEIGHT:
+                raise ValueError(f"share of {k!r} must be between 0 and {MAX_WEIGHT:g}")
+        if v and not any(s > 0 for s in v.values()):
+            raise ValueError("every share is 0; at least one must be above 0")
         return v
 
 
 class Slo(_Strict):
-    ttft_ms: float = Field(2000, gt=0)
-    latency_ms: float = Field(30000, gt=0)
+    ttft_ms: float = Field(2000, gt=0, le=MAX_SLO_MS)
+    latency_ms: float = Field(30000, gt=0, le=MAX_SLO_MS)
+
+
+class Validation(_Strict):
+    """How rows that contradict each other are read."""
+
+    # Rates of one pool and category, or tariffs, whose windows overlap would both charge:
+    # "reject" rejects every overlapping row, naming the other; "later_start_supersedes" ends
+    # each row where the next one starts, and says so in the gaps.
+    overlaps: Literal["reject", "later_start_supersedes"] = "reject"
 
 
 class Config(_Strict):
@@ -148,8 +180,17 @@ class Config(_Strict):
     energy: Energy = Energy()
     allocation: Allocation = Allocation()
     slo: Slo = Slo()
+    validation: Validation = Validation()
     # Extension: exchange rates into period.currency, e.g. {"EUR" = 1.08}.
     currency_rates: dict[str, float] = Field(default_factory=dict)
+
+    @field_validator("currency_rates")
+    @classmethod
+    def _sane_rates(cls, v: dict[str, float]) -> dict[str, float]:
+        for code, rate in v.items():
+            if not 0 < rate <= MAX_EXCHANGE_RATE:
+                raise ValueError(f"rate of {code!r} must be above 0 and at most {MAX_EXCHANGE_RATE:g}")
+        return v
 
 
 def _key_path(loc: tuple) -> str:
@@ -169,17 +210,36 @@ def parse_config(data: dict) -> Config:
         raise ConfigError("invalid config: " + "; ".join(msgs)) from None
 
 
+def read_toml(path: Path) -> dict:
+    """A TOML file's tables; ValueError says what is wrong with the file (never a traceback)."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ValueError(f"cannot read config: {exc}") from None
+    if raw.startswith(BOM):
+        # Some editors (Windows Notepad) write one; TOML parsers refuse it with a puzzling
+        # "invalid statement at line 1". Say what it is instead of guessing it away.
+        raise ValueError("starts with a UTF-8 byte-order mark (BOM), which TOML does not allow: "
+                         "save the file as UTF-8 without BOM")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"is not UTF-8 text (byte {exc.start})") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"not valid TOML: {exc}") from None
+
+
 def load_config(path: str | Path | None) -> Config:
     """Read a TOML config file; None gives the contract defaults."""
     if path is None:
         return Config()
     p = Path(path)
     try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{p}: not valid TOML: {exc}") from None
-    except OSError as exc:
-        raise ConfigError(f"{p}: cannot read config: {exc}") from None
+        data = read_toml(p)
+    except ValueError as exc:
+        raise ConfigError(f"{p}: {exc}") from None
     try:
         return parse_config(data)
     except ConfigError as exc:

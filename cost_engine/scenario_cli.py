@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any, Sequence
 
 import click
 
+from . import jsonout
 from . import scenario as sc_lib
 
 
@@ -212,7 +212,10 @@ def scenario(file: Path, as_json: bool, sweeps: tuple[str, ...], pairs: tuple[st
             "break_even": [be.model_dump(mode="json") for be in evens],
             "calibrated": provenance,
         }
-        click.echo(json.dumps(doc, indent=2))
+        try:
+            click.echo(jsonout.dumps(doc, indent=2))
+        except jsonout.NonFiniteError as exc:
+            raise click.ClickException(str(exc)) from None
     else:
         if provenance:
             click.echo("calibrated from " + str(calibrate_from) + ":")

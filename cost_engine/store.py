@@ -22,6 +22,8 @@ import polars as pl
 import pyarrow as pa
 
 from .bundle import Bundle, release_pages
+from .store_files import (CREATING, clear_interrupted, describe_file, empty_duckdb, looks_like_duckdb, no_room,
+                          publish)
 from .contract import RECORD_KEYS, REJECTED_SCHEMA, TABLE_NAMES, TABLES, empty, schema
 
 # ---------------------------------------------------------------------------------------------
@@ -281,6 +283,31 @@ def _set_meta(con: duckdb.DuckDBPyConnection, key: str, value: str) -> None:
     con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", [key, value])
 
 
+@contextlib.contextmanager
+def _registered(con: duckdb.DuckDBPyConnection, name: str, data: Any) -> Iterator[None]:
+    """`data` visible to SQL as `name` for the block.
+
+    When the block fails (say the disk is full), DuckDB has aborted the transaction and refuses
+    the unregister too ("Current transaction is aborted"): that second error must not hide the
+    first, which says what went wrong.
+    """
+    con.register(name, data)
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(duckdb.Error):
+            con.unregister(name)
+        raise
+    con.unregister(name)
+
+
+def _rollback(con: duckdb.DuckDBPyConnection) -> None:
+    """Roll back if a transaction is still open; a failed COMMIT has already ended it (DuckDB
+    then says "no transaction is active", which would hide why the commit failed)."""
+    with contextlib.suppress(duckdb.Error):
+        con.execute("ROLLBACK")
+
+
 def _frame(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None, target: pl.Schema) -> pl.DataFrame:
     got = pl.from_arrow(con.sql(sql, params=params).to_arrow_table())
     assert isinstance(got, pl.DataFrame)
@@ -341,35 +368,28 @@ def connect(
     the store until the block ends, so keep such blocks short.
     """
     path = Path(db_path)
-    if read_only and not _looks_like_duckdb(path):
-        raise StoreError(f"{path} is not an ailedger store")
+    if read_only and not looks_like_duckdb(path):
+        raise StoreError(describe_file(path))
     if not read_only and _looks_like_foreign(path):
-        raise StoreError(f"{path} exists and is not an ailedger store")
+        raise StoreError(describe_file(path) + "; refusing to write into it")
     con = _open(path, read_only=read_only, wait_s=wait_s)
     try:
         if read_only:
             if not _has_meta(con):
-                raise StoreError(f"{path} is not an ailedger store")
+                raise StoreError(describe_file(path))
+            _readable_version(con, path)
         else:
             con.execute("BEGIN TRANSACTION")
             try:
                 _ensure_schema(con)
-                migrate(con)
+                migrate(con, path)
                 con.execute("COMMIT")
             except BaseException:
-                con.execute("ROLLBACK")
+                _rollback(con)
                 raise
         yield con
     finally:
         con.close()
-
-
-def _looks_like_duckdb(path: Path) -> bool:
-    try:
-        with path.open("rb") as fh:
-            return fh.read(12)[8:12] == b"DUCK"
-    except OSError:  # missing, a folder, unreadable
-        return False
 
 
 def _looks_like_foreign(path: Path) -> bool:
@@ -379,6 +399,57 @@ def _looks_like_foreign(path: Path) -> bool:
 
 def _has_meta(con: duckdb.DuckDBPyConnection) -> bool:
     return _has_table(con, "meta") and _meta(con, "schema_version") is not None
+
+
+def _stored_version(con: duckdb.DuckDBPyConnection, path: Path | str) -> int | None:
+    """meta.schema_version as a number (None: a store being created); StoreError when it is
+    not one: a hand-edited or damaged meta table is refused, never guessed."""
+    raw = _meta(con, "schema_version") if _has_table(con, "meta") else None
+    if raw is None:
+        return None
+    try:
+        version = int(raw)
+    except ValueError:
+        raise StoreError(f"{path}: the store's schema_version {raw!r} is not a version number; "
+                         "the file is damaged or was edited by hand") from None
+    if version < 1:
+        raise StoreError(f"{path}: the store's schema_version {version} is not one ailedger ever wrote")
+    return version
+
+
+def _readable_version(con: duckdb.DuckDBPyConnection, path: Path | str) -> int:
+    """The version of a store this code can read (any it wrote, up to SCHEMA_VERSION)."""
+    version = _stored_version(con, path)
+    if version is None:
+        raise StoreError(describe_file(Path(path)))
+    if version > SCHEMA_VERSION:
+        raise StoreError(f"{path}: store schema version {version} is newer than this ailedger "
+                         f"({SCHEMA_VERSION}); upgrade ailedger to read it")
+    return version
+
+
+def _required_columns(table: str) -> list[str]:
+    """Columns every store has had since version 1: the required ones and those with a default.
+
+    A nullable column without a default (like requests.attempt) may be missing from an older
+    store and reads as NULL (unknown); a missing owner or share would be read as NULL and move
+    cost to idle silently, so its absence refuses the read.
+    """
+    return [c.name for c in TABLES[table] if c.required or c.default is not None]
+
+
+def check_columns(con: duckdb.DuckDBPyConnection, table: str, path: Path | str) -> None:
+    """StoreError when a stored contract table lacks a column every store has."""
+    if not _has_table(con, table):
+        return
+    have = set(_table_columns(con, table))
+    missing = [c for c in _required_columns(table) if c not in have]
+    if missing:
+        raise StoreError(
+            f"{path}: the store's {table} table lacks column{'s' if len(missing) > 1 else ''} "
+            f"{', '.join(missing)}, which every ailedger store has; the file was altered, and reading it "
+            "would count those records wrongly. Restore it from a backup or ingest the bundles into a new store"
+        )
 
 
 def _ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
@@ -403,14 +474,14 @@ def _ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
                 con.execute(f"ALTER TABLE {_q(table)} ADD COLUMN {_q(c.name)} {_sql_type(c.dtype)}")
 
 
-def migrate(con: duckdb.DuckDBPyConnection) -> int:
+def migrate(con: duckdb.DuckDBPyConnection, path: Path | str = "store") -> int:
     """Bring the store on a write connection to SCHEMA_VERSION; returns the version reached.
 
     Runs the MIGRATIONS steps in order inside the caller's transaction (ingest and connect wrap it
     in one) and records each step in meta. A store newer than this code is refused.
     """
-    raw = _meta(con, "schema_version")
-    version = int(raw) if raw is not None else SCHEMA_VERSION
+    version = _stored_version(con, path)
+    version = SCHEMA_VERSION if version is None else version
     if version > SCHEMA_VERSION:
         raise StoreError(f"store schema version {version} is newer than this ailedger ({SCHEMA_VERSION})")
     while version < SCHEMA_VERSION:
@@ -430,7 +501,7 @@ def is_store(path: str | Path) -> bool:
     one) holds it counts as a store: that is almost always an ingest in progress.
     """
     p = Path(path)
-    if not _looks_like_duckdb(p):
+    if not looks_like_duckdb(p):
         return False
     try:
         con = duckdb.connect(str(p), read_only=True)
@@ -448,7 +519,7 @@ def is_store(path: str | Path) -> bool:
 def schema_version(db_path: str | Path) -> int:
     """The schema version recorded in the store."""
     with connect(db_path) as con:
-        return int(_meta(con, "schema_version") or 0)
+        return _readable_version(con, db_path)
 
 
 def data_version(db_path: str | Path, *, wait_s: float | None = None) -> str:
@@ -491,14 +562,11 @@ def _stage(con: duckdb.DuckDBPyConnection, table: str, frame: pl.DataFrame) -> l
     stage = _q(f"_stage_{table}")
     src = f"_in_{table}"
     arrow = _canonical(table, frame).with_row_index("_ord").cast({"_ord": pl.Int64}).to_arrow()
-    con.register(src, arrow)
-    try:
+    with _registered(con, src, arrow):
         con.execute(
             f"CREATE TEMP TABLE {stage} AS SELECT {', '.join(_q(c) for c in _cols(table))}, "
             f"{_hash_expr(table)} AS _h, _ord FROM {_q(src)}"
         )
-    finally:
-        con.unregister(src)
     group = ", ".join(_q(k) for k in _key_cols(table)) or "_h"
     row = _one(con, f"SELECT count(*) FROM (SELECT 1 FROM {stage} GROUP BY {group} HAVING count(*) > 1)")
     if not (row and row[0]):
@@ -613,15 +681,12 @@ def _match_stored(con: duckdb.DuckDBPyConnection, table: str, frame: pl.DataFram
         con.execute(f"CREATE TEMP TABLE {old} AS SELECT {keys}, TRUE AS _same FROM {target} s LIMIT 0")
         return []
     src = f"_in_{table}"
-    con.register(src, _arrow(table, frame))
-    try:
+    with _registered(con, src, _arrow(table, frame)):
         same = " AND ".join(f"s.{_q(c)} IS NOT DISTINCT FROM t.{_q(c)}" for c in _cols(table))
         con.execute(
             f"CREATE TEMP TABLE {old} AS SELECT {keys}, ({same}) AS _same "
             f"FROM {_q(src)} s JOIN {target} t ON {_key_match(table, 't', 's')}"
         )
-    finally:
-        con.unregister(src)
     where = f"FROM {old} s WHERE NOT s._same"
     row = _one(con, f"SELECT count(*) {where}")
     n = int(row[0]) if row else 0
@@ -671,11 +736,8 @@ def _insert_fresh(
     written = 0
     for lo in range(0, total, batch_rows):
         hi = min(lo + batch_rows, total)
-        con.register(src, _arrow(table, frame.slice(lo, hi - lo)))
-        try:
+        with _registered(con, src, _arrow(table, frame.slice(lo, hi - lo))):
             row = _one(con, insert, [at, ingest_id])
-        finally:
-            con.unregister(src)
         written += int(row[0]) if row else 0
         release_pages()  # the slice's spilled pages are done with (see bundle.release_pages)
         if progress is not None:
@@ -706,8 +768,7 @@ def _store_side_tables(con: duckdb.DuckDBPyConnection, bundle: Bundle, ingest_id
             counts.append(0)
             continue
         src = f"_in_{name}"
-        con.register(src, frame.with_columns(pl.col("seq").cast(pl.Int64)).to_arrow())
-        try:
+        with _registered(con, src, frame.with_columns(pl.col("seq").cast(pl.Int64)).to_arrow()):
             qcols = ", ".join(_q(c) for c in cols)
             match = " AND ".join(f"o.{_q(c)} IS NOT DISTINCT FROM s.{_q(c)}" for c in cols)
             row = _one(con, 
@@ -716,8 +777,6 @@ def _store_side_tables(con: duckdb.DuckDBPyConnection, bundle: Bundle, ingest_id
                 f"WHERE NOT EXISTS (SELECT 1 FROM {_q(name)} o WHERE {match}) GROUP BY ALL",
                 [ingest_id],
             )
-        finally:
-            con.unregister(src)
         counts.append(int(row[0]) if row else 0)
     for table in sorted(set(bundle.present) & set(TABLE_NAMES)):
         con.execute(
@@ -745,16 +804,35 @@ def ingest(
     `progress(table, done_rows, total_rows)` is called after each batch of `batch_rows` rows.
     `source` (e.g. the bundle path) and `user` (default: the OS account running this) go into
     the ingests log. While readers hold the store, the ingest waits for them (see _open).
+
+    The ingest that creates the store writes a temporary file beside it and moves it into
+    place once committed, so a process killed meanwhile leaves no half-made store under the
+    name (see _create). A write that finds no room (disk full) is a StoreError that says so
+    first; nothing of the ingest was written.
     """
     if batch_rows < 1:
         raise ValueError("batch_rows must be positive")
     path = Path(db_path)
-    if _looks_like_foreign(path):
-        raise StoreError(f"{path} exists and is not an ailedger store")
-    created = not path.exists()
-    ok = False
     if user is None:
         user = _os_user()
+    run = dict(replace=replace, progress=progress, source=source, batch_rows=batch_rows, user=user)
+    clear_interrupted(path)
+    if _looks_like_foreign(path):
+        if not empty_duckdb(path):
+            raise StoreError(describe_file(path) + "; refusing to write into it")
+        # A store of an older ailedger whose first ingest was killed: no table, nothing to lose.
+        for leftover in (path, path.with_name(path.name + ".wal")):
+            leftover.unlink(missing_ok=True)
+    if not path.exists():
+        created = _create(path, bundle, run)
+        if created is not None:
+            return created
+        # Another process created the store meanwhile: add to it like any later ingest.
+    return _ingest_into(path, bundle, run, name=path)
+
+
+def _ingest_into(path: Path, bundle: Bundle, run: dict, *, name: Path, checkpoint: bool = False) -> IngestResult:
+    """One ingest transaction on the file at `path` (`name`: the store as messages call it)."""
     con = _open(path, read_only=False)
     try:
         # DuckDB may take most of the machine's memory for the joins of a big ingest; capped, it
@@ -762,18 +840,40 @@ def ingest(
         con.execute(f"SET memory_limit = '{INGEST_MEMORY_LIMIT}'")
         con.execute("BEGIN TRANSACTION")
         try:
-            result = _ingest_in_transaction(con, bundle, replace, progress, source, batch_rows, user)
+            result = _ingest_in_transaction(con, bundle, run["replace"], run["progress"], run["source"],
+                                            run["batch_rows"], run["user"])
             con.execute("COMMIT")
-            ok = True
+            if checkpoint:  # everything into the file itself: it is about to be moved, its WAL is not
+                con.execute("CHECKPOINT")
             return result
-        except BaseException:
-            con.execute("ROLLBACK")
+        except BaseException as exc:
+            _rollback(con)
+            words = no_room(exc)
+            if words is not None:
+                raise StoreError(
+                    f"{name}: the disk is full ({words}) while writing the store. Nothing of this ingest "
+                    "was written and the store holds what it held before; free some space and ingest again"
+                ) from exc
             raise
     finally:
-        con.close()
-        if created and not ok:
-            for leftover in (path, path.with_name(path.name + ".wal")):
-                leftover.unlink(missing_ok=True)
+        with contextlib.suppress(duckdb.Error):  # a close cannot undo a commit; its error is no news
+            con.close()
+
+
+def _create(path: Path, bundle: Bundle, run: dict) -> IngestResult | None:
+    """The first ingest: into a temporary file beside `path`, moved into place once committed.
+
+    A process killed meanwhile leaves only the temporary file (removed by a later ingest), never
+    a store without tables under the store's name. The move never replaces a file: when another
+    process created the store first, this returns None and the caller ingests into that one.
+    """
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}{CREATING}")
+    try:
+        result = _ingest_into(tmp, bundle, run, name=path, checkpoint=True)
+        return result if publish(tmp, path) else None
+    finally:
+        for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
+            leftover.unlink(missing_ok=True)
 
 
 def _os_user() -> str | None:
@@ -864,8 +964,13 @@ def _ingest_in_transaction(
 # ---------------------------------------------------------------------------------------------
 
 
-def _select_canonical(con: duckdb.DuckDBPyConnection, table: str) -> str:
-    """SELECT list of the canonical columns; NULL for a column an older store lacks."""
+def _select_canonical(con: duckdb.DuckDBPyConnection, table: str, path: Path | str) -> str:
+    """SELECT list of the canonical columns; NULL for a nullable column an older store lacks.
+
+    A column that every store has (required, or with a default) refuses the read when it is
+    missing (check_columns): NULL there would change the figures, not say "unknown".
+    """
+    check_columns(con, table, path)
     have = set(_table_columns(con, table))
     return ", ".join(
         _q(c.name) if c.name in have else f"CAST(NULL AS {_sql_type(c.dtype)}) AS {_q(c.name)}" for c in TABLES[table]
@@ -893,7 +998,7 @@ def load_bundle(
                 frames[t] = empty(t)
                 continue
             order = ", ".join(_q(c) for c in _order_cols(t))
-            sql = f"SELECT {_select_canonical(con, t)} FROM {_q(t)} ORDER BY {order}"
+            sql = f"SELECT {_select_canonical(con, t, db_path)} FROM {_q(t)} ORDER BY {order}"
             frames[t] = _frame(con, sql, None, schema(t))
         rejected = _frame(
             con,
@@ -931,7 +1036,7 @@ def request_batches(
     with connect(db_path) as con:
         if not _has_table(con, "requests"):
             return
-        sql = f"SELECT {_select_canonical(con, 'requests')} FROM requests WHERE ts >= ? AND ts < ?"
+        sql = f"SELECT {_select_canonical(con, 'requests', db_path)} FROM requests WHERE ts >= ? AND ts < ?"
         # A relation's reader streams (an execute() result would copy every row first).
         with con.sql(sql, params=[start, end]).to_arrow_reader(batch_size=batch_rows) as reader:
             # The reader hands over DuckDB's own chunks (tens of thousands of rows); gathered into
@@ -1004,7 +1109,7 @@ def query_records(
             return empty(table)
         clause, params = where
         order = ", ".join(_q(c) for c in _order_cols(table))
-        sql = f"SELECT {_select_canonical(con, table)} FROM {_q(table)}{clause} ORDER BY {order}"
+        sql = f"SELECT {_select_canonical(con, table, db_path)} FROM {_q(table)}{clause} ORDER BY {order}"
         if limit is not None:
             sql += " LIMIT ?"
             params = [*params, limit]

@@ -41,6 +41,8 @@ class TelemetrySource(Protocol):
 
     def only(self, gpu_ids: list[str]) -> "TelemetrySource": ...
 
+    def held(self, gpu_id: str) -> pl.DataFrame | None: ...
+
 
 CODED = ("gpu_id", "ts", "util_pct", "power_w", "energy_j")
 # Rows per slice a frame source scans at a time (FrameTelemetry.window and .outside).
@@ -105,6 +107,10 @@ class FrameTelemetry:
     def only(self, gpu_ids: list[str]) -> "FrameTelemetry":
         return FrameTelemetry(self.frame.filter(pl.col("gpu_id").is_in(gpu_ids)))
 
+    def held(self, gpu_id: str) -> pl.DataFrame | None:
+        """The spans of time a card's samples are limited to; None: the whole period."""
+        return None
+
 
 @dataclass(frozen=True)
 class StoreTelemetry:
@@ -122,6 +128,7 @@ class StoreTelemetry:
         from . import store
 
         with store.connect(self.path) as con:
+            store.check_columns(con, "telemetry", self.path)
             yield _StoreReader(con, self.gpu_ids)
 
     def card(self, gpu_id: str, start: datetime, end: datetime) -> pl.DataFrame:
@@ -133,6 +140,57 @@ class StoreTelemetry:
     def only(self, gpu_ids: list[str]) -> "StoreTelemetry":
         keep = sorted(set(gpu_ids) & set(self.gpu_ids)) if self.gpu_ids is not None else sorted(set(gpu_ids))
         return StoreTelemetry(self.path, tuple(keep))
+
+    def held(self, gpu_id: str) -> pl.DataFrame | None:
+        return None
+
+
+SPANS = pl.Schema({"gpu_id": pl.String, "t0": TS, "t1": TS})
+
+
+@dataclass(frozen=True)
+class HeldTelemetry:
+    """A source limited to the time its cards were held by some tenants (a tenant-scoped view).
+
+    A card shared over time with other tenants shows only the allowed tenants' intervals: its
+    samples are those taken inside `spans` (gpu_id, t0, t1: disjoint, sorted), and `held`
+    hands the spans to views that cut the samples' intervals there (views.card_timeline).
+    The engine's stages never read a scoped source (the computation is scoped after them);
+    its `reader` serves counts and windows of the allowed cards.
+    """
+
+    inner: TelemetrySource
+    spans: pl.DataFrame
+
+    def reader(self) -> contextlib.AbstractContextManager[Reader]:
+        return self.inner.reader()
+
+    def card(self, gpu_id: str, start: datetime, end: datetime) -> pl.DataFrame:
+        spans = self.spans.filter(pl.col("gpu_id") == gpu_id)
+        raw = self.inner.card(gpu_id, start, end) if spans.height else _empty()
+        if raw.height == 0:
+            return raw
+        # Each sample against the last span starting at or before it (spans are disjoint).
+        inside = raw.sort("ts").join_asof(spans.select("t0", "t1").sort("t0"), left_on="ts", right_on="t0",
+                                          strategy="backward")
+        return inside.filter(pl.col("t1").is_not_null() & (pl.col("ts") < pl.col("t1"))).select(COLUMNS)
+
+    def only(self, gpu_ids: list[str]) -> "HeldTelemetry":
+        return HeldTelemetry(self.inner.only(gpu_ids), self.spans.filter(pl.col("gpu_id").is_in(gpu_ids)))
+
+    def held(self, gpu_id: str) -> pl.DataFrame:
+        return self.spans.filter(pl.col("gpu_id") == gpu_id).select("t0", "t1")
+
+
+def merged_spans(intervals: pl.DataFrame) -> pl.DataFrame:
+    """gpu_id, t0, t1 intervals (possibly touching or overlapping) as disjoint sorted spans."""
+    if intervals.height == 0:
+        return pl.DataFrame(schema=SPANS)
+    s = intervals.select(pl.col("gpu_id").cast(pl.String), "t0", "t1").sort("gpu_id", "t0")
+    # A span starts where a card's interval begins after every earlier one of it has ended.
+    reach = pl.col("t1").cum_max().shift(1).over("gpu_id")
+    s = s.with_columns((reach.is_null() | (pl.col("t0") > reach)).cum_sum().alias("_span"))
+    return s.group_by("gpu_id", "_span").agg(pl.col("t0").min(), pl.col("t1").max()).drop("_span").sort("gpu_id", "t0")
 
 
 class _StoreReader:
@@ -197,4 +255,5 @@ class _StoreReader:
         return got.cast(dict(_coded_schema(codes))) if got.height else pl.DataFrame(schema=_coded_schema(codes))
 
 
-__all__ = ["COLUMNS", "SCHEMA", "TelemetrySource", "FrameTelemetry", "StoreTelemetry"]
+__all__ = ["COLUMNS", "SCHEMA", "TelemetrySource", "FrameTelemetry", "StoreTelemetry", "HeldTelemetry",
+           "merged_spans"]

@@ -23,6 +23,8 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 
 import polars as pl
 
+from . import csv_guard
+from .access import Principal, require_admin
 from .bundle import Bundle, BundleError, read_bundle, validate_frame
 from .config import Config
 
@@ -183,7 +185,7 @@ def check_source(path: str | Path) -> Path:
     if p.is_file():
         if store.is_store(p):
             return p
-        raise UploadError(f"{p} is a file but not an ailedger DuckDB store")
+        raise UploadError(store.describe_file(p))
     try:
         if not any((p / f"allocations{s}").is_file() for s in (".csv", ".parquet", ".jsonl")):
             raise UploadError(f"{p} has no allocations file (allocations.csv, .parquet or .jsonl)")
@@ -215,8 +217,10 @@ class AliasSave:
     removed: int = 0  # rows dropped from a folder's table
 
 
-def save_aliases(source: str | Path, edited: pl.DataFrame, current: pl.DataFrame | None = None) -> AliasSave:
-    """Write the edited alias table back to the source.
+def save_aliases(source: str | Path, edited: pl.DataFrame, current: pl.DataFrame | None = None, *,
+                 principal: Principal) -> AliasSave:
+    """Write the edited alias table back to the source (administrators only: every user's
+    figures follow the aliases; AccessError for anyone else, before anything is read).
 
     Store: ingest a bundle holding only the new or changed aliases with replace=True (a store
     never deletes; a removed row stays stored). Folder: rewrite its aliases file (same format,
@@ -224,6 +228,7 @@ def save_aliases(source: str | Path, edited: pl.DataFrame, current: pl.DataFrame
     """
     from . import store
 
+    require_admin(principal, "save aliases")
     new = _clean_aliases(edited)
     p = Path(source)
     if p.is_file() and store.is_store(p):
@@ -250,7 +255,7 @@ def save_aliases(source: str | Path, edited: pl.DataFrame, current: pl.DataFrame
     elif target.suffix == ".jsonl":
         out.write_ndjson(tmp)
     else:
-        out.write_csv(tmp)
+        csv_guard.write_csv(out, tmp)
     os.replace(tmp, target)
     return AliasSave(written=out.height, target=str(target), removed=max(0, before - out.height))
 
@@ -285,16 +290,19 @@ def import_upload(
     options=None,
     root: Path | None = None,
     max_bytes: int | None = None,
+    principal: Principal,
 ) -> Imported:
     """Run an importer (Slurm, DCGM, vLLM, LiteLLM, OpenAI, OTel) on uploaded files.
 
     The records go into the open store (one ingest, conflicts refused) when `store_path` is
     given, else into a new bundle folder under the upload root. Unmapped rows come back with
-    the result (file, row, reason) and travel with the records as rejections.
+    the result (file, row, reason) and travel with the records as rejections. Imports are
+    shared data: administrators only (AccessError for anyone else, before anything is written).
     """
     from . import store
     from .importers import import_files, write_bundle
 
+    require_admin(principal, "import data")
     limit = max_upload_bytes() if max_bytes is None else max_bytes
     if not files:
         raise UploadError("nothing uploaded")

@@ -675,12 +675,21 @@ def card_timeline(comp: Computation, gpu_id: str, max_points: int = TIMELINE_POI
     at most `max_points` buckets (time-weighted), so the browser gets a bounded series.
 
     The card's raw samples are read from the computation's telemetry source (the store, for
-    a store), one card and one period only."""
+    a store), one card and one period only. A tenant-scoped source holds only the samples of
+    the time its tenants held the card, and each sample's interval is cut where that ends."""
     p = comp.period
     tz = p.timezone
     gap = comp.config.activity.max_sample_gap_s
     raw = comp.telemetry.card(gpu_id, p.start, p.end + timedelta(seconds=gap))
     s = activity.sample_intervals(raw, gap).filter(pl.col("ts") < p.end)
+    held = comp.telemetry.held(gpu_id)
+    if held is not None and s.height:
+        s = (
+            s.sort("ts").join_asof(held.sort("t0"), left_on="ts", right_on="t0", strategy="backward")
+            .with_columns(pl.min_horizontal("t_end", "t1").alias("t_end"))
+            .with_columns(((pl.col("t_end") - pl.col("ts")).dt.total_microseconds() / 1e6).alias("dt_s"))
+            .filter(pl.col("dt_s") > 0)
+        )
     if s.height == 0:
         return pl.DataFrame(schema={"ts": pl.Datetime("us", tz), "util_pct": pl.Float64, "power_w": pl.Float64})
     span_s = max((p.end - p.start).total_seconds(), 1.0)

@@ -126,8 +126,11 @@ def current_principal() -> access.Principal:
     user, groups = None, []
     if cfg.mode == "header":
         headers = st.context.headers
-        user = headers.get(cfg.user_header)
-        groups = [g.strip() for g in (headers.get(cfg.groups_header) or "").split(",") if g.strip()]
+        try:  # every value of every header: one sent twice is refused, not read first-wins
+            user, groups = access.identity_from_headers(cfg, [(k, v) for k in headers for v in headers.get_all(k)])
+        except access.AccessError as exc:
+            st.error(f"No access: {exc}")
+            st.stop()
     elif cfg.mode == "oidc":
         if not st.user.is_logged_in:
             st.title("ailedger")

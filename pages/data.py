@@ -9,6 +9,7 @@ import polars as pl
 import streamlit as st
 
 from cost_engine import charts, uploads, views
+from cost_engine.access import AccessError
 from pages import common
 
 ctx = common.context()
@@ -73,8 +74,9 @@ with import_tab:
             update={"source_timezone": tz or None})})
         try:
             done = uploads.import_upload(fmt, [(f.name, f.getvalue()) for f in src_files], cfg,
-                                         store_path=ctx.path if ctx.is_store else None)
-        except uploads.UploadError as exc:
+                                         store_path=ctx.path if ctx.is_store else None,
+                                         principal=common.current_principal())
+        except (uploads.UploadError, AccessError) as exc:
             st.error(f"Import refused: {exc}")
         else:
             counts = done.result.counts()
@@ -154,8 +156,9 @@ target = "the store (ingest with replace)" if ctx.is_store else f"{Path(ctx.path
 if st.button(f"Save aliases to {target}", type="primary", key="save_aliases"):
     frame = edited if isinstance(edited, pl.DataFrame) else pl.from_pandas(edited)
     try:
-        result = uploads.save_aliases(ctx.path, frame, current=ctx.comp.bundle["aliases"])
-    except (uploads.UploadError, ValueError) as exc:
+        result = uploads.save_aliases(ctx.path, frame, current=ctx.comp.bundle["aliases"],
+                                      principal=common.current_principal())
+    except (uploads.UploadError, ValueError, AccessError) as exc:
         st.error(f"Not saved: {exc}")
     else:
         ss["alias_note"] = f"Saved {result.written} alias rows to {result.target}; the figures are recomputed."

@@ -3,13 +3,14 @@ factor, SLO; saved as the TOML config; and the same owners under two rule sets s
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import polars as pl
 import streamlit as st
 
 from cost_engine import charts, views
-from cost_engine.config import BOUNDARY_PRESETS, ConfigError, dump_config, parse_config
+from cost_engine.access import AccessError
+from cost_engine.config import (BOUNDARY_PRESETS, MAX_FACTOR, MAX_PRICE_PER_KWH, MAX_SAMPLE_GAP_S, MAX_SLO_MS,
+                                ConfigError, dump_config, parse_config)
+from cost_engine.rules_file import rules_path, write_rules
 from cost_engine.contract import CATEGORIES, DRIVERS
 from pages import common
 
@@ -64,14 +65,15 @@ with st.container(border=True):
     c1, c2, c3 = st.columns(3)
     c1.radio("Activity rule", ["threshold", "weighted"], key="r_mode", horizontal=True)
     c2.number_input("Threshold (util %)", 0.0, 100.0, key="r_threshold", step=1.0)
-    c3.number_input("Max sample gap (s)", 1.0, 86400.0, key="r_gap", step=30.0)
+    # The inputs' bounds are the config's own (cost_engine.config), so any valid config fits them.
+    c3.number_input("Max sample gap (s)", 1.0, MAX_SAMPLE_GAP_S, key="r_gap", step=30.0)
     c1, c2, c3 = st.columns(3)
-    c1.number_input("PUE", 1.0, 5.0, key="r_pue", step=0.05)
-    c2.number_input("Server overhead (GPU -> server)", 1.0, 5.0, key="r_server", step=0.05)
-    c3.number_input("Flat price per kWh (no tariff)", 0.0, 10.0, key="r_price", step=0.01)
+    c1.number_input("PUE", 1.0, MAX_FACTOR, key="r_pue", step=0.05)
+    c2.number_input("Server overhead (GPU -> server)", 1.0, MAX_FACTOR, key="r_server", step=0.05)
+    c3.number_input("Flat price per kWh (no tariff)", 0.0, MAX_PRICE_PER_KWH, key="r_price", step=0.01)
     c1, c2, _ = st.columns(3)
-    c1.number_input("SLO: time to first token (ms)", 1.0, 600000.0, key="r_ttft", step=100.0)
-    c2.number_input("SLO: latency (ms)", 1.0, 3600000.0, key="r_latency", step=1000.0)
+    c1.number_input("SLO: time to first token (ms)", 1.0, MAX_SLO_MS, key="r_ttft", step=100.0)
+    c2.number_input("SLO: latency (ms)", 1.0, MAX_SLO_MS, key="r_latency", step=1000.0)
     st.markdown("Drivers per category")
     drivers_in = views.drivers_table(a)
     drivers = st.data_editor(
@@ -108,12 +110,16 @@ st.subheader("Save")
 c1, c2, c3 = st.columns(3)
 c1.download_button("Download ailedger.toml", toml_text, file_name="ailedger.toml", mime="application/toml",
                    key="rules_download", on_click="ignore", icon=":material/download:")
-p = Path(ctx.path)
-cfg_path = p / "ailedger.toml" if p.is_dir() else p.with_suffix(".toml")
-if c2.button(f"Write to {cfg_path.name} beside the source", key="rules_write", icon=":material/save:"):
+cfg_path = rules_path(ctx.path)
+admin = common.is_admin()
+# The file is every user's (and the CLI's) config: write_rules refuses anyone but an admin;
+# the button only says so up front.
+if c2.button(f"Write to {cfg_path.name} beside the source", key="rules_write", icon=":material/save:",
+             disabled=not admin, help=None if admin else "Only administrators can change the shared rules; "
+             "download the TOML or use B in this session instead."):
     try:
-        cfg_path.write_text(toml_text, encoding="utf-8")
-    except OSError as exc:
+        write_rules(ctx.path, rules_b, common.current_principal())
+    except (OSError, AccessError) as exc:
         st.error(f"Could not write {cfg_path}: {exc}")
     else:
         ss.pop(common.RULES_KEY, None)

@@ -44,6 +44,7 @@ import pyarrow.parquet as pq
 if __package__ in (None, ""):  # run as a script: make `cost_engine` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from cost_engine import csv_guard  # noqa: E402
 from cost_engine.contract import TABLES, schema  # noqa: E402
 
 MIN = 60
@@ -873,7 +874,7 @@ class _Sink:
             self.w.write_table(table, row_group_size=1_048_576)
         else:
             df = pl.from_arrow(table)
-            df.write_csv(self.fh, include_header=self.first, datetime_format=TS_FMT)
+            csv_guard.write_csv(df, self.fh, include_header=self.first, datetime_format=TS_FMT)
             self.first = False
 
     def close(self) -> None:
@@ -881,7 +882,7 @@ class _Sink:
             self.w.close()
         else:
             if self.first:  # no rows: still write the header
-                pl.DataFrame(schema=pl.from_arrow(self.schema.empty_table()).schema).write_csv(self.fh)
+                csv_guard.write_csv(pl.DataFrame(schema=pl.from_arrow(self.schema.empty_table()).schema), self.fh)
             self.fh.close()
 
 
@@ -1083,7 +1084,7 @@ def _write_small(df: pl.DataFrame, path: Path, fmt: str) -> None:
     if fmt == "parquet":
         df.write_parquet(path, compression="zstd")
     else:
-        df.write_csv(path, datetime_format=TS_FMT)
+        csv_guard.write_csv(df, path, datetime_format=TS_FMT)
 
 
 def _config_toml(fleet: Fleet) -> str:

@@ -122,8 +122,12 @@ def click_row(pg, table_index: int, row: int) -> None:
 
 
 def grid_cells(pg, table_index: int) -> list[str]:
-    """The cell texts of the n-th st.dataframe (its accessible table mirrors the visible rows)."""
+    """The cell texts of the n-th st.dataframe (its accessible table mirrors the visible rows).
+
+    The grid draws its cells after the script has finished; on a busy machine that can be
+    seconds later, so wait for the cells (a state), not for time."""
     grid = pg.locator('[data-testid="stDataFrame"]').nth(table_index)
+    grid.locator("table[role=grid] td").first.wait_for(state="attached", timeout=60_000)
     return [t.strip() for t in grid.locator("table[role=grid] td").all_inner_texts()]
 
 

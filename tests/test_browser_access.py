@@ -21,11 +21,16 @@ groups_header = "X-Forwarded-Groups"
 """
 
 
+SERVED: dict = {}  # what the server shows: its store and the rules file beside it
+
+
 @pytest.fixture(scope="module")
 def server(chromium, tmp_path_factory):
     root = tmp_path_factory.mktemp("access")
     (root / "access.toml").write_text(ACCESS)
-    env = {"AILEDGER_SOURCE": str(make_store(root / "store")), "AILEDGER_ACCESS": str(root / "access.toml")}
+    db = make_store(root / "store")
+    SERVED.update(store=db, rules=db.with_suffix(".toml"))
+    env = {"AILEDGER_SOURCE": str(db), "AILEDGER_ACCESS": str(root / "access.toml")}
     with streamlit_server(env, root / "streamlit.log") as url:
         yield url
 
@@ -100,6 +105,9 @@ def test_admin_group_sees_every_tenant(server, browser):
     try:
         pg.goto(f"{server}/rankings")
         settle(pg)
+        # the grid draws its cells after the script has finished: wait for them, not for time
+        pg.wait_for_function("() => document.querySelectorAll("
+                             "'[data-testid=\"stDataFrame\"] table[role=grid] td').length > 0", timeout=90_000)
         cells = pg.locator('[data-testid="stDataFrame"]').first.locator("table[role=grid] td").all_inner_texts()
         assert {"research", "product", "platform"} <= {c.strip() for c in cells}
     finally:
@@ -116,3 +124,95 @@ def test_unknown_user_sees_nothing(server, browser):
         assert pg.locator('[data-testid="stDataFrame"]').count() == 0
     finally:
         ctx.close()
+
+
+# ------------------------------------------------------------------ issue 17: items 1, 9, 10
+
+
+def test_scoped_user_cannot_write_the_shared_rules(server, browser):
+    """Item 1. On main alice could set idle = "proportional" on the Rules page and write it to the
+    store's config (ledger.toml) for every user and the CLI. Now the button is disabled for her
+    and a forced click changes nothing (the writing function itself refuses non-admins:
+    tests/test_shared_writes.py)."""
+    ctx, pg = page_as(browser, "alice@example.com")
+    try:
+        pg.goto(f"{server}/rules")
+        settle(pg)
+        assert pg.locator('[data-testid="stException"]').count() == 0
+        pg.locator('[data-testid="stRadio"]').filter(has_text="Idle capacity").get_by_text(
+            "proportional", exact=True).click()
+        settle(pg)
+        button = pg.get_by_role("button", name="Write to ledger.toml beside the source")
+        rules = SERVED["rules"]
+        before = rules.read_bytes()
+        button.click(force=True)
+        settle(pg)
+        assert rules.read_bytes() == before, "a tenant-scoped user changed the shared rules"
+        assert button.is_disabled()
+    finally:
+        ctx.close()
+
+
+def _options(pg, label: str) -> list[str]:
+    """The options of the sidebar multiselect labelled `label`, as its dropdown lists them."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    box = pg.locator('[data-testid="stSidebar"] [data-testid="stMultiSelect"]').filter(has_text=label)
+    listbox = pg.locator('[role="listbox"]')
+    for _ in range(6):  # a rerun may redraw the widget under the click: open it again
+        box.get_by_role("combobox").focus()
+        pg.keyboard.press("ArrowDown")
+        try:
+            listbox.wait_for(timeout=15_000)
+            break
+        except PlaywrightTimeout:
+            pg.keyboard.press("Escape")
+    texts = [t.strip() for t in listbox.locator('[role="option"]').all_inner_texts()]
+    pg.keyboard.press("Escape")
+    listbox.wait_for(state="detached")
+    return [t for t in texts if t != "Select all"]  # Streamlit's own entry above several options
+
+
+def test_scoped_sidebar_offers_only_what_the_tenant_held(server, browser):
+    """Item 9. On main alice's Tenant filter offered product and platform too."""
+    from cost_engine import access, api, views
+
+    scoped = access.scope(api.run(SERVED["store"]), access.Principal("alice@example.com", frozenset({"research"})))
+    want = views.filter_options(scoped)
+    ctx, pg = page_as(browser, "alice@example.com")
+    try:
+        pg.goto(f"{server}/")
+        settle(pg)
+        assert _options(pg, "Tenant") == ["research"]
+        assert _options(pg, "Pool") == want["pools"]
+    finally:
+        ctx.close()
+
+
+def test_requests_are_screened_before_the_app(server):
+    """Item 10. On main /_stcore/metrics answered anyone, and a second X-Forwarded-User header
+    was read first-wins."""
+    import http.client
+    import urllib.error
+    import urllib.request
+    from urllib.parse import urlparse
+
+    def status(path: str, headers: list[tuple[str, str]]) -> int:
+        u = urlparse(server)
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+        try:
+            conn.putrequest("GET", path)
+            for k, v in headers:  # putheader sends each one, duplicates included
+                conn.putheader(k, v)
+            conn.endheaders()
+            return conn.getresponse().status
+        finally:
+            conn.close()
+
+    assert status("/_stcore/metrics", []) == 403
+    assert status("/_stcore/metrics", [("X-Forwarded-User", "alice@example.com")]) == 403
+    assert status("/_stcore/metrics", [("X-Forwarded-User", "carol@example.com"),
+                                       ("X-Forwarded-Groups", "finance")]) == 200
+    assert status("/", [("X-Forwarded-User", "alice@example.com"), ("X-Forwarded-User", "carol@example.com")]) == 400
+    assert status("/", [("X-Forwarded-User", "alice@example.com")]) == 200
+    assert status("/_stcore/health", []) == 200

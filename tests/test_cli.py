@@ -134,3 +134,45 @@ def test_ingest_into_store_then_report_matches_folder(tmp_path):
     b = json.loads(invoke("report", str(bundle), "--json").output)
     assert a["totals"] == pytest.approx(b["totals"])
     assert a["reconciliation"] == pytest.approx(b["reconciliation"], abs=1e-6)
+
+
+# Issue 17, item 2: the report's JSON never holds a bare NaN (which no JSON parser accepts).
+
+
+def test_an_infinite_config_value_is_an_error_naming_the_key(tmp_path):
+    """On main pue = inf exited 0 with a NaN reconciliation and `NaN` printed in --json."""
+    b = write_bundle(tmp_path / "b", ALLOCS, config="[energy]\npue = inf\n")
+    res = CliRunner().invoke(main, ["report", str(b), "--json"])
+    assert res.exit_code == 2
+    assert "energy.pue: Input should be a finite number" in res.output and "NaN" not in res.output
+
+
+def test_a_huge_sample_gap_is_an_error_not_a_traceback(tmp_path):
+    """On main max_sample_gap_s = 1e12 ended in an OverflowError traceback."""
+    b = write_bundle(tmp_path / "b", ALLOCS, config="[activity]\nmax_sample_gap_s = 1e12\n")
+    res = CliRunner().invoke(main, ["report", str(b)])
+    assert res.exit_code == 2 and res.exception is not None and isinstance(res.exception, SystemExit)
+    assert "activity.max_sample_gap_s" in res.output
+
+
+def test_the_json_writer_refuses_non_finite_numbers(tmp_path, monkeypatch):
+    """Whatever makes a figure NaN, --json names where it is instead of printing invalid JSON."""
+    import cost_engine.report as report_mod
+    from cost_engine import jsonout
+
+    with pytest.raises(jsonout.NonFiniteError, match=r"\$.totals.cost is nan"):
+        jsonout.dumps({"totals": {"cost": float("nan")}})
+    assert jsonout.dumps({"a": [1.5, None]}) == '{"a": [1.5, null]}'
+
+    real = report_mod.build_report
+
+    def broken(comp):
+        rep = real(comp)
+        rep["reconciliation"]["difference"] = float("nan")
+        return rep
+
+    monkeypatch.setattr(report_mod, "build_report", broken)
+    res = CliRunner().invoke(main, ["report", str(write_bundle(tmp_path / "b", ALLOCS)), "--json"])
+    assert res.exit_code == 2
+    assert "refusing to write invalid JSON: $.reconciliation.difference is nan" in res.output
+    assert "NaN" not in res.output

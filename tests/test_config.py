@@ -74,3 +74,54 @@ def test_unreadable_file_names_it(tmp_path):
     p.write_text("[period\n")
     with pytest.raises(ConfigError, match="x.toml"):
         load_config(p)
+
+
+# Issue 17, item 2: infinite and absurd values computed silently wrong (NaN reconciliation,
+# null tenant costs, a bare NaN in --json, an OverflowError for a huge sample gap). Every
+# number now has a finite, sane range; the error names the key.
+@pytest.mark.parametrize(
+    ("data", "fragment"),
+    [
+        ({"energy": {"pue": float("inf")}}, "energy.pue: Input should be a finite number"),
+        ({"energy": {"server_overhead": float("inf")}}, "energy.server_overhead: Input should be a finite number"),
+        ({"energy": {"pue": 50.0}}, "energy.pue: Input should be less than or equal to 5"),
+        ({"energy": {"flat_price_per_kwh": float("inf")}}, "energy.flat_price_per_kwh: Input should be a finite"),
+        ({"energy": {"flat_price_per_kwh": 1e308}}, "energy.flat_price_per_kwh: Input should be less than or equal"),
+        ({"activity": {"max_sample_gap_s": 1e12}}, "activity.max_sample_gap_s: Input should be less than or equal"),
+        ({"activity": {"max_sample_gap_s": float("inf")}}, "activity.max_sample_gap_s: Input should be a finite"),
+        ({"activity": {"threshold_pct": float("nan")}}, "activity.threshold_pct: Input should be a finite"),
+        ({"allocation": {"shares": {"A": float("inf")}}}, "allocation.shares.A: Input should be a finite number"),
+        ({"allocation": {"shares": {"A": 0.0, "B": 0.0}}}, "every share is 0"),
+        ({"allocation": {"token_weights": {"output": float("inf")}}},
+         "allocation.token_weights.output: Input should be a finite number"),
+        ({"allocation": {"token_weights": {"input": 0, "cached_input": 0, "output": 0}}},
+         "allocation.token_weights: Value error, all three weights are 0"),
+        ({"slo": {"ttft_ms": float("inf")}}, "slo.ttft_ms: Input should be a finite number"),
+        ({"currency_rates": {"EUR": float("inf")}}, "currency_rates.EUR: Input should be a finite number"),
+        ({"currency_rates": {"EUR": 0.0}}, "rate of 'EUR' must be above 0"),
+        ({"validation": {"overlaps": "sum"}}, "validation.overlaps"),
+    ],
+)
+def test_numbers_have_finite_sane_ranges(data, fragment):
+    with pytest.raises(ConfigError) as err:
+        parse_config(data)
+    assert fragment in str(err.value)
+
+
+def test_the_range_edges_are_accepted():
+    c = parse_config({"energy": {"pue": 5.0, "server_overhead": 1.0, "flat_price_per_kwh": 10_000.0},
+                      "activity": {"max_sample_gap_s": 86_400}, "allocation": {"token_weights": {"input": 0.0,
+                      "cached_input": 0.0, "output": 1.0}, "shares": {"A": 0.0, "B": 1.0}}})
+    assert c.energy.pue == 5.0 and c.activity.max_sample_gap_s == 86_400
+    assert c.validation.overlaps == "reject"  # the default: overlapping rates are rejected
+
+
+def test_a_byte_order_mark_is_said_plainly(tmp_path):
+    """Issue 17, item 10: a config saved with a UTF-8 BOM (Notepad) gave tomllib's "Invalid
+    statement (at line 1, column 1)"; now the message says what it is and what to do."""
+    p = tmp_path / "ailedger.toml"
+    p.write_bytes(b"\xef\xbb\xbf[energy]\npue = 1.2\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(p)
+    assert str(err.value) == (f"{p}: starts with a UTF-8 byte-order mark (BOM), which TOML does not allow: "
+                              "save the file as UTF-8 without BOM")

@@ -33,7 +33,7 @@ from polars.testing import assert_frame_equal
 
 import cost_engine.bundle as bundle_mod
 from cost_engine.bundle import BundleError, read_bundle
-from cost_engine.config import Config, parse_config
+from cost_engine.config import Config, ConfigError, load_config, parse_config
 from cost_engine.engine import compute
 from cost_engine.report import build_report
 
@@ -130,28 +130,42 @@ def _merge(base: dict, over: dict) -> dict:
     return out
 
 
+def case_config(name: str, expected: dict[str, Any]) -> Config:
+    """The case's config: its own ailedger.toml read by load_config when it has one, else the
+    base config with the case's `config` tables merged over it (ConfigError when invalid)."""
+    own = CORPUS / name / "ailedger.toml"
+    if own.exists():
+        return load_config(own)
+    config_data = tomllib.loads((BASE / "ailedger.toml").read_text(encoding="utf-8"))
+    return parse_config(_merge(config_data, expected.get("config", {})))
+
+
 def build_case(name: str, tmp_path: Path) -> tuple[Path, Config, dict[str, Any]]:
-    """The case's bundle folder (base files, overlaid by the case's), its config and expectations."""
+    """The case's bundle folder (base files, overlaid by the case's), its config and expectations.
+
+    A `config_error` case reads its bundle under the base config (its files are the base's):
+    the error itself is checked by test_case.
+    """
     case = CORPUS / name
     expected = tomllib.loads((case / "expected.toml").read_text(encoding="utf-8"))
     folder = tmp_path / name
     shutil.copytree(BASE, folder)
-    config_data = tomllib.loads((folder / "ailedger.toml").read_text(encoding="utf-8"))
     (folder / "ailedger.toml").unlink()  # the config travels separately
     for f in case.iterdir():
-        if f.name != "expected.toml":
+        if f.name not in ("expected.toml", "ailedger.toml"):
             shutil.copyfile(f, folder / f.name)
     for gone in expected.get("remove", []):
         (folder / gone).unlink()
     if "generate" in expected:
         GENERATORS[expected["generate"]](folder)
-    return folder, parse_config(_merge(config_data, expected.get("config", {}))), expected
+    config = case_config("_base", {}) if "config_error" in expected else case_config(name, expected)
+    return folder, config, expected
 
 
 def test_corpus_is_big_enough_and_well_formed() -> None:
     assert len(CASES) >= 50
-    allowed = {"error", "file", "remove", "generate", "config", "rejected", "engine_rejected", "accepted",
-               "notes", "gaps", "report"}
+    allowed = {"error", "file", "remove", "generate", "config", "config_error", "rejected", "engine_rejected",
+               "accepted", "notes", "gaps", "report"}
     for name in CASES:
         expected = tomllib.loads((CORPUS / name / "expected.toml").read_text(encoding="utf-8"))
         assert set(expected) <= allowed, (name, set(expected) - allowed)
@@ -159,6 +173,8 @@ def test_corpus_is_big_enough_and_well_formed() -> None:
         # rejections, notes, gaps), and where the bundle reads, the proof that the rest counts
         if "error" in expected:
             assert "file" in expected, f"{name}: an error case names the file its message must name"
+        elif "config_error" in expected:
+            assert "config" in expected or (CORPUS / name / "ailedger.toml").exists(), name
         else:
             assert "accepted" in expected and "report" in expected, f"{name}: proof that the rest counts"
         assert "generate" not in expected or expected["generate"] in GENERATORS
@@ -206,6 +222,13 @@ def _check_report(rep: dict, expected: dict, name: str) -> None:
 @pytest.mark.parametrize("name", CASES)
 def test_case(name: str, tmp_path: Path) -> None:
     folder, config, expected = build_case(name, tmp_path)
+    if "config_error" in expected:
+        # a config the engine would compute silently wrong with: refused, naming the key
+        with pytest.raises(ConfigError) as err:
+            case_config(name, expected)
+        assert expected["config_error"] in str(err.value), str(err.value)
+        assert len(str(err.value)) < 1000
+        return
     if "error" in expected:
         with pytest.raises(BundleError) as err:
             read_bundle(folder, config)

@@ -514,13 +514,20 @@ KILL_CHILD = textwrap.dedent(
 
     def progress(table, done, total):
         print("progress", table, done, total, flush=True)
-        if done >= total:
+        if done >= total or len(sys.argv) > 3:  # a third argument: wait after the first batch
             time.sleep(120)  # never let the commit race the kill
 
     store.ingest(path, Bundle.from_frames({"telemetry": tel}), progress=progress, batch_rows=500_000)
     print("COMMITTED", flush=True)
     """
 )
+
+
+def sigkill(child: subprocess.Popen) -> None:
+    """Kill a child process with SIGKILL (no clean-up of its own) and reap it."""
+    if child.poll() is None:
+        os.kill(child.pid, signal.SIGKILL)
+    child.wait(timeout=10)
 
 
 @pytest.mark.slow
@@ -548,12 +555,8 @@ def test_sigkill_mid_ingest_keeps_earlier_data(db: Path, tmp_path: Path) -> None
         while db.stat().st_size <= grown and time.monotonic() < deadline:
             time.sleep(0.005)  # kill while later batches are being written
         size_at_kill = db.stat().st_size
-        os.kill(child.pid, signal.SIGKILL)
-        child.wait(timeout=10)
     finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
+        sigkill(child)
     rest = child.stdout.read()
     assert child.returncode == -signal.SIGKILL
     assert "COMMITTED" not in rest

@@ -13,8 +13,11 @@ import polars as pl
 import pytest
 
 from cost_engine import api, lineage, store, uploads, views
+from cost_engine.access import Principal
 from cost_engine.report import build_report
 from tests.dashboard_support import EVIL_TENANT, SAMPLE, copy_sample, make_store, write_html_bundle
+
+ADMIN = Principal("local", None)  # writes of shared settings are for administrators
 
 @pytest.fixture(scope="module")
 def db(tmp_path_factory):
@@ -393,13 +396,14 @@ def test_save_aliases_rewrites_a_folder(tmp_path):
     edited = views.alias_table(comp).with_columns(
         pl.when(pl.col("key") == "key-legacy-7").then(pl.lit("chat-assistant")).otherwise(pl.col("project")).alias("project")
     )
-    result = uploads.save_aliases(folder, edited)
+    result = uploads.save_aliases(folder, edited, principal=ADMIN)
     assert result.target.endswith("aliases.csv")
     after = api.run(folder)
     keys = [r["key"] for r in build_report(after)["unattributed"]]
     assert "key-legacy-7" not in keys and "acct_sandbox" in keys  # the one left empty stays unmapped
     with pytest.raises(uploads.UploadError):
-        uploads.save_aliases(folder, pl.DataFrame({"source": ["gateway"], "key": [None], "project": ["x"]}))
+        uploads.save_aliases(folder, pl.DataFrame({"source": ["gateway"], "key": [None], "project": ["x"]}),
+                             principal=ADMIN)
 
 
 def test_save_aliases_ingests_only_changes_into_a_store(tmp_path):
@@ -409,11 +413,11 @@ def test_save_aliases_ingests_only_changes_into_a_store(tmp_path):
     edited = views.alias_table(comp).with_columns(
         pl.when(pl.col("key") == "acct_sandbox").then(pl.lit("eval-harness")).otherwise(pl.col("project")).alias("project")
     )
-    result = uploads.save_aliases(db, edited)
+    result = uploads.save_aliases(db, edited, principal=ADMIN)
     assert result.written == 1 and store.data_version(db) != before
     after = api.run(db)
     assert "acct_sandbox" not in [r["key"] for r in build_report(after)["unattributed"]]
-    assert uploads.save_aliases(db, edited).written == 0  # nothing new: no ingest
+    assert uploads.save_aliases(db, edited, principal=ADMIN).written == 0  # nothing new: no ingest
 
 
 def test_views_never_import_streamlit():

@@ -36,6 +36,7 @@ from typing import Any
 
 import polars as pl
 
+from .. import csv_guard
 from ..contract import TABLES, make_frame
 from .backend import (
     APPLICATION_XIDS,
@@ -408,7 +409,7 @@ class BundleWriter:
                 if new:
                     w.writerow(cols)
                 for r in rows:
-                    w.writerow(["" if r.get(c) is None else _plain(r.get(c)) for c in cols])
+                    w.writerow(["" if r.get(c) is None else csv_guard.guard_cell(_plain(r.get(c))) for c in cols])
             fh.flush()
             os.fsync(fh.fileno())
 
@@ -425,6 +426,7 @@ class BundleWriter:
             else:
                 with path.open(encoding="utf-8", newline="") as fh:
                     for r in csv.DictReader(fh):
+                        r = {k: csv_guard.unguard_cell(v) if isinstance(v, str) else v for k, v in r.items()}
                         merged[str(r.get("gpu_id"))] = r
         for r in rows:
             merged[str(r["gpu_id"])] = {c: _plain(r.get(c)) for c in cols}
@@ -437,7 +439,7 @@ class BundleWriter:
                 w = csv.writer(fh)
                 w.writerow(cols)
                 for r in merged.values():
-                    w.writerow(["" if r.get(c) is None else r.get(c) for c in cols])
+                    w.writerow(["" if r.get(c) is None else csv_guard.guard_cell(r.get(c)) for c in cols])
         tmp.replace(path)
 
 

@@ -13,15 +13,13 @@ import re
 
 import polars as pl
 
+from .. import csv_guard
 from .images import ExportError, available, chromium_path, render, to_html, to_png, to_svg
 
 __all__ = [
     "ExportError", "available", "chromium_path", "render", "to_html", "to_png", "to_svg",
     "flat_table", "table_csv", "table_parquet", "safe_name",
 ]
-
-# Spreadsheet formula injection: a text cell starting with one of these is prefixed with '.
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
 def flat_table(frame: pl.DataFrame) -> pl.DataFrame:
@@ -40,26 +38,13 @@ def flat_table(frame: pl.DataFrame) -> pl.DataFrame:
 
 def table_csv(frame: pl.DataFrame, *, neutralise_formulas: bool = True, **write_options) -> bytes:
     """CSV bytes (UTF-8, header row). Text cells that a spreadsheet would run as a formula
-    (starting with = + - @) get a leading apostrophe unless `neutralise_formulas=False`.
+    (starting with = + - @, tab or CR) get a leading apostrophe (cost_engine.csv_guard, the
+    guard every CSV writer of the project uses) unless `neutralise_formulas=False`.
     `write_options` go to `DataFrame.write_csv` (e.g. `datetime_format`, `float_scientific`)."""
     f = flat_table(frame)
-    if neutralise_formulas:
-        f = f.with_columns(
-            pl.when(_formula(c))
-            .then(pl.lit("'") + pl.col(c))
-            .otherwise(pl.col(c))
-            .alias(c)
-            for c, d in f.schema.items()
-            if d == pl.String
-        )
-    return f.write_csv(**write_options).encode("utf-8")
-
-
-def _formula(c: str) -> pl.Expr:
-    e = pl.lit(False)
-    for ch in _FORMULA_START:
-        e = e | pl.col(c).str.starts_with(ch)
-    return e.fill_null(False)
+    if not neutralise_formulas:
+        return f.write_csv(**write_options).encode("utf-8")  # csv-guard: opt-out (the caller asked for raw cells)
+    return csv_guard.write_csv(f, **write_options).encode("utf-8")
 
 
 def table_parquet(frame: pl.DataFrame) -> bytes:

@@ -31,6 +31,7 @@ from zoneinfo import ZoneInfo
 
 import polars as pl
 
+from .. import csv_guard
 from ..bundle import ROW, Bundle, BundleError, validate_frame
 from ..config import Config
 from ..contract import TABLES, empty
@@ -456,7 +457,7 @@ def read_inventory_file(path: Path, config: Config | None = None) -> pl.DataFram
         return pl.read_parquet(path)
     if name.endswith(".jsonl"):
         return pl.read_ndjson(path, infer_schema_length=None)
-    return pl.read_csv(path, infer_schema=False)
+    return csv_guard.unguard_frame(pl.read_csv(path, infer_schema=False))
 
 
 def empty_frames(tables: Iterable[str]) -> dict[str, pl.DataFrame]:
@@ -516,7 +517,7 @@ def _read_any(path: Path) -> pl.DataFrame:
         return pl.read_parquet(path)
     if name.endswith((".jsonl", ".jsonl.gz")):
         return pl.read_ndjson(path, infer_schema_length=None)
-    return pl.read_csv(path, infer_schema=False)
+    return csv_guard.unguard_frame(pl.read_csv(path, infer_schema=False))
 
 
 def write_bundle(result: ImportResult, folder: str | Path, config: Config | None = None,
@@ -578,7 +579,7 @@ def write_bundle(result: ImportResult, folder: str | Path, config: Config | None
     for w, path, old, keep_new, drop_old in plans:
         typed = result.frames[w.table][keep_new]
         if old is None:
-            frame_as_text(typed).write_csv(path)
+            csv_guard.write_csv(frame_as_text(typed), path)
             continue
         if typed.height == 0 and not drop_old:
             continue
@@ -593,7 +594,7 @@ def write_bundle(result: ImportResult, folder: str | Path, config: Config | None
             if path.name.endswith(".jsonl"):
                 merged.write_ndjson(tmp)
             else:
-                merged.write_csv(tmp)
+                csv_guard.write_csv(merged, tmp)
         tmp.replace(path)
     return writes
 

@@ -1,0 +1,146 @@
+"""What a tenant-scoped user can see beyond money (issue 17, item 9), and how requests are
+screened before the app (item 10): names and telemetry are scoped too.
+
+The bundle (hand-made, one day): card g1 (pool p1, H100) is held by A1 (tenant A) 00:00-06:05
+and by B1 (tenant B) 06:05-12:00; card g2 (pool p2, A100) by B1 all day. Project B2 (tenant B)
+has no usage. g1 reports a sample every 15 minutes (max_sample_gap_s = 900, so each stands for
+15 minutes): util 10 % at 100 W before 06:00, util 90 % at 500 W from 06:00 to 11:45.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import polars as pl
+import pytest
+
+from cost_engine import views
+from cost_engine import access
+from cost_engine.access import AccessConfig, AccessError, principal_for, scope
+from cost_engine.bundle import Bundle
+from cost_engine.contract import make_frame
+from cost_engine.engine import compute
+from tests.helpers import make_config
+
+T0 = datetime(2026, 10, 1, tzinfo=timezone.utc)
+ACCESS = AccessConfig(mode="header", users={"alice": ["A"], "bob": ["B"]}, groups={"finance": ["admin"]})
+
+
+def h(hours: float) -> datetime:
+    return T0 + timedelta(hours=hours)
+
+
+@pytest.fixture(scope="module")
+def comp():
+    tele = [{"ts": h(q / 4), "gpu_id": "g1", "util_pct": 10.0 if q < 24 else 90.0,
+             "power_w": 100.0 if q < 24 else 500.0} for q in range(48)]
+    frames = {
+        "inventory": make_frame("inventory", [{"gpu_id": "g1", "pool": "p1", "accelerator": "H100"},
+                                              {"gpu_id": "g2", "pool": "p2", "accelerator": "A100"}]),
+        "allocations": make_frame("allocations", [
+            {"allocation_id": "a1", "gpu_id": "g1", "start": h(0), "end": h(6 + 5 / 60), "owner": "A1",
+             "workload": "training"},
+            {"allocation_id": "a2", "gpu_id": "g1", "start": h(6 + 5 / 60), "end": h(12), "owner": "B1",
+             "workload": "inference", "model": "m"},
+            {"allocation_id": "a3", "gpu_id": "g2", "start": h(0), "end": h(24), "owner": "B1",
+             "workload": "fine_tuning"},
+        ]),
+        "owners": make_frame("owners", [{"tenant": "A", "project": "A1"}, {"tenant": "B", "project": "B1"},
+                                        {"tenant": "B", "project": "B2"}]),
+        "telemetry": make_frame("telemetry", tele),
+        "costs": make_frame("costs", [{"cost_id": "c1", "category": "gpu_rental", "amount": 48.0,
+                                       "start": h(0), "end": h(24)}]),
+    }
+    return compute(Bundle.from_frames(frames), make_config(activity={"max_sample_gap_s": 900}))
+
+
+@pytest.fixture(scope="module")
+def alice(comp):
+    return scope(comp, principal_for(ACCESS, "alice"))
+
+
+def test_sidebar_options_name_only_what_the_tenant_held(comp, alice):
+    """On main the scoped options listed tenants B and every pool and accelerator of the fleet."""
+    assert views.filter_options(comp) == {"pools": ["p1", "p2"], "accelerators": ["A100", "H100"],
+                                          "workloads": ["fine_tuning", "inference", "training"],
+                                          "tenants": ["A", "B"]}
+    assert views.filter_options(alice) == {"pools": ["p1"], "accelerators": ["H100"], "workloads": ["training"],
+                                           "tenants": ["A"]}
+
+
+def test_project_list_and_card_labels_are_the_tenants(comp, alice):
+    """On main views.projects listed B1 and B2 to tenant A."""
+    assert views.projects(comp) == ["A1", "B1", "B2"]
+    assert views.projects(alice) == ["A1"]
+    assert set(views.card_label(alice)) == {"g1"}
+
+
+def test_card_timeline_of_a_shared_card_shows_only_the_held_time(comp, alice):
+    """The day's timeline buckets are 60 s (86,400 s / 1,500 points, rounded up to a minute), so
+    each 15-minute sample is one point. The admin sees 48 points (00:00-11:45). Tenant A held g1
+    00:00-06:05: the 24 samples before 06:00 (util 10 %) and the 06:00 sample (util 90 %), whose
+    interval is cut at 06:05 -- 25 points, the last 5 minutes long. On main A saw all 48."""
+    full = views.card_timeline(comp, "g1")
+    mine = views.card_timeline(alice, "g1")
+    assert full.height == 48
+    assert mine.height == 25
+    assert mine["ts"].max() == h(6).astimezone(timezone.utc)
+    assert mine["util_pct"].to_list() == [10.0] * 24 + [90.0]
+    assert views.card_timeline(alice, "g2").height == 0  # never A's
+
+
+def test_card_energy_of_a_shared_card_is_the_held_share(comp, alice):
+    """Joules per quarter hour: 100 W x 900 s = 90,000 J before 06:00 (24 quarters), 500 W x 900 s
+    = 450,000 J after (24 quarters): 2,160,000 + 10,800,000 = 12,960,000 J on g1 for the admin.
+    A held 5 of the 06:00 quarter's 15 minutes: 2,160,000 + 450,000 / 3 = 2,310,000 J."""
+    assert comp.card_energy.filter(pl.col("gpu_id") == "g1")["joules"].sum() == pytest.approx(12_960_000)
+    assert alice.card_energy["joules"].sum() == pytest.approx(2_310_000)
+    assert alice.card_energy["gpu_id"].unique().to_list() == ["g1"]
+    assert alice.card_energy.schema["gpu_id"] == pl.String  # an Enum dtype would list every card
+    profile = views.power_profile(alice, every="1h")
+    # 00:00-06:00 is 100 W each hour (0.1 kW); 06:00-07:00 holds A's third of one quarter:
+    # 150,000 J / 3,600 s = 41.67 W
+    assert profile["gpu_kw"].to_list() == pytest.approx([0.1] * 6 + [150_000 / 3600 / 1000])
+
+
+def test_other_tenants_owner_tables_are_gone(alice):
+    assert alice.ownership.projects["tenant"].unique().to_list() == ["A"]
+    assert alice.ledger.segments["allocation_id"].drop_nulls().unique().to_list() == ["a1"]
+    assert alice.ledger.conflicts.height == 0
+
+
+# ------------------------------------------------------------------------- item 10: requests
+
+
+def test_identity_header_twice_is_refused():
+    pairs = [("x-forwarded-user", "alice"), ("X-Forwarded-User", "root")]
+    with pytest.raises(AccessError, match="carries the X-Forwarded-User header 2 times"):
+        access.identity_from_headers(ACCESS, pairs)
+    with pytest.raises(AccessError, match="X-Forwarded-Groups header 2 times"):
+        access.identity_from_headers(ACCESS, [("x-forwarded-user", "alice"), ("x-forwarded-groups", "x"),
+                                       ("x-forwarded-groups", "finance")])
+    assert access.identity_from_headers(ACCESS, [("X-Forwarded-User", " alice "), ("X-Forwarded-Groups", "a, b")]) == (
+        "alice", ["a", "b"])
+
+
+def test_gate_refuses_duplicates_and_anonymous_metrics():
+    """On main a request without identity read /_stcore/metrics (sessions, cache sizes)."""
+    anon: list[tuple[str, str]] = []
+    assert access.gate_request(ACCESS, "/_stcore/metrics", anon) == (403, "metrics are for administrators")
+    assert access.gate_request(ACCESS, "/_stcore/metrics", [("X-Forwarded-User", "alice")])[0] == 403
+    assert access.gate_request(ACCESS, "/_stcore/metrics", [("X-Forwarded-User", "carol"),
+                                                     ("X-Forwarded-Groups", "finance")]) is None
+    assert access.gate_request(ACCESS, "/", [("X-Forwarded-User", "alice"), ("X-Forwarded-User", "carol")])[0] == 400
+    assert access.gate_request(ACCESS, "/rankings", [("X-Forwarded-User", "alice")]) is None
+    oidc = AccessConfig(mode="oidc", users={"alice": ["A"]})
+    assert access.gate_request(oidc, "/_stcore/metrics", [("X-Forwarded-User", "alice")])[0] == 403
+    assert access.gate_request(AccessConfig(), "/_stcore/metrics", anon) is None  # no access configured
+
+
+def test_access_names_match_in_any_unicode_form():
+    """A user and a tenant typed in NFD in access.toml match NFC names from the proxy and the data."""
+    import unicodedata
+
+    cfg = AccessConfig(mode="header", users={unicodedata.normalize("NFD", "josé"): [unicodedata.normalize("NFD", "Café")]})
+    p = principal_for(cfg, unicodedata.normalize("NFC", "josé"))
+    assert p.tenants == frozenset({unicodedata.normalize("NFC", "Café")})
