@@ -118,7 +118,7 @@ class TelemetryActivity:
 
     per_interval: pl.DataFrame  # e_idx, covered_s, active_s, util_s, joules, idle_joules, energy_s,
     #                             price_j, idle_price_j, carbon_j (0 without bands)
-    oversized: pl.DataFrame  # e_idx, job_id, over_s, over_j
+    oversized: pl.DataFrame  # e_idx, job_id, over_s, over_j, over_price_j (J x price per kWh)
     card_energy: pl.DataFrame  # gpu_id (Enum), bucket (15 min, UTC), joules: samples starting in the bucket
     resets: pl.DataFrame  # gpu_id, ts of every sample whose energy counter went backwards
     samples: int  # samples of the ledger's cards that started inside a window
@@ -251,9 +251,12 @@ def interval_activity(
         oversized = (
             pl.concat(overs)
             .join(of_part, left_on="e_idx", right_on="part")
-            .group_by("parent", "job_id").agg(pl.col("over_s", "over_j").sum())
+            .group_by("parent", "job_id").agg(
+                pl.col("over_s", "over_j").sum(), (pl.col("over_j") * pl.col("price")).sum().alias("over_price_j")
+            )
             .join(job_codes, left_on="job_id", right_on="jc")
-            .select(pl.col("parent").alias("e_idx"), pl.col("job_id_right").alias("job_id"), "over_s", "over_j")
+            .select(pl.col("parent").alias("e_idx"), pl.col("job_id_right").alias("job_id"), "over_s", "over_j",
+                    "over_price_j")
         )
     card = pl.Enum(codes["gpu_id"])
     names = codes.select(pl.col("gc"), pl.col("gpu_id").cast(card).alias("name"))
@@ -384,7 +387,8 @@ def _oversized(p: pl.DataFrame, busy: pl.Expr, jobs: _JobIndex) -> pl.DataFrame:
 
 
 def empty_oversized() -> pl.DataFrame:
-    return pl.DataFrame(schema={"e_idx": pl.Int64, "job_id": pl.String, "over_s": pl.Float64, "over_j": pl.Float64})
+    return pl.DataFrame(schema={"e_idx": pl.Int64, "job_id": pl.String, "over_s": pl.Float64, "over_j": pl.Float64,
+                                "over_price_j": pl.Float64})
 
 
 __all__ = ["sample_intervals", "pieces", "windows", "interval_activity", "TelemetryActivity", "empty_oversized"]
