@@ -139,19 +139,24 @@ class Quantities:
     fleet: StepIntegral  # key driver
 
     @classmethod
-    def of(cls, seg: pl.DataFrame, drivers: list[str]) -> "Quantities":
-        rows = pl.concat(
-            [
-                seg.filter(pl.col(SEGMENT_DRIVERS[d]) > 0).select(
+    def of(cls, seg: pl.DataFrame, pooled: set[str], fleet: set[str]) -> "Quantities":
+        """Running integrals of the drivers the pool-scoped rows use (`pooled`) and of those the
+        fleet-wide rows use (`fleet`)."""
+
+        def rows(drivers: set[str], where: pl.Expr) -> pl.DataFrame:
+            parts = [
+                seg.filter(where & (pl.col(SEGMENT_DRIVERS[d]) > 0)).select(
                     "pool", pl.lit(d).alias("driver"), "t0", "t1", (pl.col(SEGMENT_DRIVERS[d]) / pl.col("dur_s")).alias("q")
                 )
-                for d in drivers
+                for d in sorted(drivers)
             ]
-            or [pl.DataFrame(schema={"pool": pl.String, "driver": pl.String, "t0": TS, "t1": TS, "q": pl.Float64})]
-        )
+            return pl.concat(parts) if parts else pl.DataFrame(
+                schema={"pool": pl.String, "driver": pl.String, "t0": TS, "t1": TS, "q": pl.Float64}
+            )
+
         return cls(
-            StepIntegral.of(rows.filter(pl.col("pool").is_not_null()), ["pool", "driver"], "t0", "t1", "q"),
-            StepIntegral.of(rows, ["driver"], "t0", "t1", "q"),
+            StepIntegral.of(rows(pooled, pl.col("pool").is_not_null()), ["pool", "driver"], "t0", "t1", "q"),
+            StepIntegral.of(rows(fleet, pl.lit(True)), ["driver"], "t0", "t1", "q"),
         )
 
     def over(self, rows: pl.DataFrame, out: str = "Q") -> pl.DataFrame:
@@ -211,8 +216,11 @@ def spread_costs(
     # ---- segment drivers: a price per driver unit while each row is in force --------------
     seg_costs = shared.filter(pl.col("drv").is_in(list(SEGMENT_DRIVERS)))
     r = rates.filter(pl.col("category").is_in(sorted(config.boundary.included)))
-    drivers = sorted(set(seg_costs["drv"].unique().to_list()) | ({"capacity_hours"} if r.height else set()))
-    qty = Quantities.of(seg, drivers)
+    qty = Quantities.of(
+        seg,
+        pooled=set(seg_costs.filter(pl.col("pool").is_not_null())["drv"].to_list()) | ({"capacity_hours"} if r.height else set()),
+        fleet=set(seg_costs.filter(pl.col("pool").is_null())["drv"].to_list()),
+    )
     cost_rates = pl.DataFrame(schema=COST_RATES_SCHEMA)
     if seg_costs.height:
         seg_costs = qty.over(seg_costs.with_columns(pl.col("drv").alias("driver")))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 
 from .contract import TS
-from .intervals import Coverage, micros
+from .intervals import Precedence, micros
 from .ledger import Period, split_by
 
 UNALLOCATED_EVENT_KINDS = ("degraded_hardware", "maintenance")
@@ -35,32 +35,28 @@ def _ranked_events(events: pl.DataFrame, kinds: tuple[str, ...], cards: pl.DataF
     return on_card, on_pool
 
 
-def _levels(frame: pl.DataFrame, n: int) -> pl.DataFrame:
-    """Each ranked interval once per level at or above its rank: level k holds the union of
-    every cause that wins over cause k+1 (first match wins)."""
-    return frame.with_columns(pl.int_ranges("rank", n).alias("level")).explode("level").drop("rank")
-
-
 def _cause_shares(pieces: pl.DataFrame, on_card: pl.DataFrame, on_pool: pl.DataFrame, n: int) -> pl.DataFrame:
     """Per piece (s_idx, gpu_id, pool, t0, t1) the share of its time won by each of n ranked causes.
 
-    m_k, the time covered by a cause of rank <= k, is measured on two running-total timelines
-    (intervals.Coverage): the card's own (events on it or its node) and its pool's. A card is
-    cut at every event on it or its node (engine.card_cuts), so the card's part covers a
-    piece wholly or not at all, and the union is the larger of the two. Cause k gets
-    m_k - m_(k-1) of the piece; returns s_idx, level (0..n-1, n = none of them), share.
+    Two precedence timelines (intervals.Precedence) say how long each rank was the first match:
+    the card's own (events on it or its node) and its pool's. A card is cut at every event on
+    it or its node (engine.card_cuts), so the card's timeline covers a piece wholly or not at
+    all, and the time won by a rank <= k is the larger of the two timelines' (m_k). Cause k
+    gets m_k - m_(k-1) of the piece; returns s_idx, level (0..n-1; n = none of them), share.
     """
-    q = pieces.select("s_idx", "gpu_id", "pool", "t0", "t1", (micros("t1") - micros("t0")).alias("dur_us"))
-    q = q.join(pl.DataFrame({"level": pl.int_range(n, eager=True, dtype=pl.Int64)}), how="cross")
-    q = Coverage.of(_levels(on_card, n), ["gpu_id", "level"]).covered(q, "t0", "t1", "c_card")
-    q = Coverage.of(_levels(on_pool, n), ["pool", "level"]).covered(q, "t0", "t1", "c_pool")
-    m = q.select("s_idx", "level", "dur_us", pl.max_horizontal("c_card", "c_pool").alias("m")).sort("s_idx", "level")
-    m = m.with_columns(pl.col("m").shift(1, fill_value=0).over("s_idx").alias("m_prev"))
-    won = m.select("s_idx", "level", ((pl.col("m") - pl.col("m_prev")) / pl.col("dur_us")).alias("share"))
-    rest = m.filter(pl.col("level") == n - 1).select(
-        "s_idx", pl.lit(n, dtype=pl.Int64).alias("level"), (1.0 - pl.col("m") / pl.col("dur_us")).alias("share")
-    )
-    return pl.concat([won, rest]).filter(pl.col("share") > 0)
+    q = pieces.select("s_idx", "gpu_id", "pool", "t0", "t1")
+    q = Precedence.of(on_card, "gpu_id", n).won(q, "t0", "t1", "_c")
+    q = Precedence.of(on_pool, "pool", n).won(q, "t0", "t1", "_p")
+    dur = (micros("t1") - micros("t0")).cast(pl.Float64)
+    m = [pl.max_horizontal(pl.sum_horizontal(*(f"_c{r}" for r in range(k + 1))),
+                           pl.sum_horizontal(*(f"_p{r}" for r in range(k + 1)))) for k in range(n)]
+    shares = [(m[0] / dur).alias("_s0")]
+    shares += [((m[k] - m[k - 1]) / dur).alias(f"_s{k}") for k in range(1, n)]
+    shares.append((1.0 - m[n - 1] / dur).alias(f"_s{n}"))
+    wide = q.select("s_idx", *shares)
+    return pl.concat(
+        [wide.select("s_idx", pl.lit(k, dtype=pl.Int64).alias("level"), pl.col(f"_s{k}").alias("share")) for k in range(n + 1)]
+    ).filter(pl.col("share") > 0)
 
 
 def classify(seg: pl.DataFrame, events: pl.DataFrame, queue: pl.DataFrame, period: Period,

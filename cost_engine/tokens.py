@@ -135,6 +135,8 @@ def model_table(
     hours = seg.lazy().filter(serving).group_by("model").agg(
         pl.col("alloc_h").sum().alias("allocated_gpu_hours"),
         pl.col("active_h").sum().alias("active_gpu_hours"),
+        pl.col("covered_h").sum().alias("_covered"),
+        pl.col("energy_s").sum().alias("_energy_s"),
         pl.col("joules").sum().alias("joules"),
         pl.col("kwh_gpu").sum().alias("energy_kwh_gpu"),
         pl.col("kwh_fac").sum().alias("energy_kwh_facility"),
@@ -159,7 +161,7 @@ def model_table(
     t = cost.join(hours, on="model", how="full", coalesce=True).join(tok, on="model", how="full", coalesce=True)
     t = t.with_columns(
         pl.col("cost", "energy_cost", "allocated_gpu_hours", "active_gpu_hours", "joules", "energy_kwh_gpu",
-               "energy_kwh_facility", "carbon_kg", "_held_s").fill_null(0.0),
+               "energy_kwh_facility", "carbon_kg", "_held_s", "_covered", "_energy_s").fill_null(0.0),
         pl.col(*TOKEN_COLS, "requests", "good_tokens", "good_requests", "failed_requests", "retried_requests")
         .fill_null(0),
     )
@@ -214,7 +216,14 @@ def model_table(
     if no_alloc.height:
         gaps.append(("model without serving allocations", "requests for models no inference allocation serves: "
                      + ", ".join(no_alloc["model"].to_list())))
-    out = t.drop("all_phase", "prefill_ms", "decode_ms", "_held_s", "_cached_part", "has_attempts").sort(
+    # Unknown is not zero: a model whose cards had no telemetry has unknown activity and energy.
+    t = t.with_columns(
+        pl.when(pl.col("_covered") > 0).then(pl.col("active_gpu_hours")).alias("active_gpu_hours"),
+        *(pl.when(pl.col("_energy_s") > 0).then(pl.col(c)).alias(c)
+          for c in ("energy_kwh_gpu", "energy_kwh_facility", "carbon_kg", "avg_power_w_per_gpu")),
+    )
+    out = t.drop("all_phase", "prefill_ms", "decode_ms", "_held_s", "_cached_part", "has_attempts", "_covered",
+                 "_energy_s").sort(
         "cost", "model", descending=[True, False]
     )
     return out, gaps
