@@ -63,9 +63,6 @@ COST_RATES_SCHEMA = pl.Schema(
     {"cost_id": pl.String, "pool": pl.String, "cs": TS, "ce": TS, "driver": pl.String, "category": pl.String,
      "rate": pl.Float64, "is_rate": pl.Boolean}
 )
-# Drivers measured by telemetry: their quantity is not spread evenly over a segment's time, so
-# a card with telemetry is cut where such a cost row starts or ends (engine.card_cuts).
-TELEMETRY_DRIVERS = ("active_hours", "utilization", "energy")
 
 
 def driver_of(config: Config) -> pl.Expr:
@@ -130,9 +127,9 @@ def _quantity(driver: str | pl.Expr) -> pl.Expr:
 class Quantities:
     """Each segment driver's quantity over time, per pool and for the fleet, as running integrals.
 
-    A segment holds its quantity evenly over its time (capacity and allocated hours are; the
-    telemetry drivers are on the segments that matter, because a card with telemetry is cut
-    where such a cost row starts or ends), so a pool's quantity inside any span is two look-ups.
+    A segment holds its quantity evenly over its time (capacity and allocated hours do; what
+    telemetry measures is on cards that are cut wherever a cost row of theirs starts or ends:
+    engine.card_cuts), so a pool's quantity inside any span is two look-ups.
     """
 
     pooled: StepIntegral  # keys pool, driver

@@ -61,12 +61,15 @@ def card_cuts(bundle: Bundle, cards: pl.DataFrame, config: Config, period: Perio
     - Every card, at the events scoped to it or to its node: an event then covers a segment
       wholly or not at all (records x cards per node).
     - Cards with telemetry (`sampled`) also at their pool's events and quota/resources waits,
-      and at the edges of the cost rows of their pool or the fleet that are spread by a
-      telemetry driver or are power bills: inside a segment their activity and energy are not
-      spread evenly over time, so a cause's or a price's share of them needs the cut.
+      and at the edges of the rates and shared cost rows of their pool or the fleet: inside a
+      segment activity and energy are not spread evenly over time, so an idle cause's or a
+      price's share of what the card did needs the cut. Such a card already has a sample every
+      minute or so, so these cuts are fewer than its samples.
 
-    Nothing else cuts a card: a queue wait or a cost row meets a card without telemetry by
-    the share of the segment's time it overlaps (idle.classify, allocation.spread_costs).
+    Nothing else cuts a card: a queue wait, a pool's event or a cost row meets a card without
+    telemetry by the share of the segment's time it overlaps (idle.classify,
+    allocation.spread_costs), exact because such a segment's hours and prices are known at
+    every instant without it.
     """
     ev = bundle["events"]
     parts = [_edges(ev.filter(pl.col("gpu_id").is_not_null()), "gpu_id", "start", "end")]
@@ -78,13 +81,15 @@ def card_cuts(bundle: Bundle, cards: pl.DataFrame, config: Config, period: Perio
         )
         c = allocation.in_boundary(bundle["costs"], period, config).filter(
             pl.col("owner").is_null() & (pl.col("ce") > pl.col("cs"))
-            & ((pl.col("category") == "power") | pl.col("drv").is_in(list(allocation.TELEMETRY_DRIVERS)))
+            & ((pl.col("category") == "power") | pl.col("drv").is_in(list(allocation.SEGMENT_DRIVERS)))
         )
+        r = bundle["rates"].filter(pl.col("category").is_in(sorted(config.boundary.included)))
         by_pool = pl.concat(
             [
                 _edges(ev.filter(pl.col("pool").is_not_null()), "pool", "start", "end"),
                 _edges(q, "pool", "submit", "start"),
                 _edges(c.filter(pl.col("pool").is_not_null()), "pool", "cs", "ce"),
+                _edges(r, "pool", "start", "end"),
             ]
         ).unique()
         sampled_cards = cards.filter(pl.col("gpu_id").is_in(sampled.implode())).select("gpu_id", "pool")
@@ -216,7 +221,7 @@ def compute(bundle: Bundle, config: Config, telemetry: TelemetrySource | None = 
     money = tokens.recharge(money, req, config)
     models, mgaps = tokens.model_table(money_before, seg, req, config)
     gaps += mgaps
-    idle_pieces = idle.classify(seg, bundle["events"], bundle["queue"], period, ledger.cards)
+    idle_pieces = idle.classify(seg, bundle["events"], bundle["queue"], period, ledger.cards, spread.cost_rates)
 
     coverage_gap = seg.filter(pl.col("allocation_id").is_not_null()).select(
         (pl.col("alloc_h") - pl.col("covered_h")).sum()
@@ -258,7 +263,7 @@ def enrich_segments(
             how="left",
         )
         .join(oversized, on=["e_idx", "job_id"], how="left")
-        .with_columns(pl.col("over_s", "over_j", "over_price_j").fill_null(0.0))
+        .with_columns(pl.col("over_s", "over_util_s", "over_j", "over_price_j").fill_null(0.0))
     )
     share = pl.col("capacity") * pl.col("eff") / 3600
     seg = seg.with_columns(
@@ -269,6 +274,13 @@ def enrich_segments(
         .then(share * pl.col("util_s") / 100.0)
         .otherwise(0.0)
         .alias("util_h"),
+        # Util-weighted hours of the inactive part (and of its oversized-request part): what money
+        # spread by utilization paid for held idle time.
+        pl.when(pl.col("allocation_id").is_not_null())
+        .then(share * pl.col("idle_util_s") / 100.0)
+        .otherwise(0.0)
+        .alias("idle_util_h"),
+        (share * pl.col("over_util_s") / 100.0).alias("oversized_util_h"),
         (pl.col("eff") * pl.col("joules")).alias("joules"),
         (pl.col("eff") * pl.col("idle_joules")).alias("idle_joules"),
         (share * pl.col("over_s")).alias("oversized_h"),

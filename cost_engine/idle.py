@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 
 from .contract import TS
-from .intervals import Precedence, micros
+from .intervals import Precedence, StepIntegral, WeightedPrecedence, micros
 from .ledger import Period, split_by
 
 UNALLOCATED_EVENT_KINDS = ("degraded_hardware", "maintenance")
@@ -35,7 +35,8 @@ def _ranked_events(events: pl.DataFrame, kinds: tuple[str, ...], cards: pl.DataF
     return on_card, on_pool
 
 
-def _cause_shares(pieces: pl.DataFrame, on_card: pl.DataFrame, on_pool: pl.DataFrame, n: int) -> pl.DataFrame:
+def _cause_shares(pieces: pl.DataFrame, on_card: pl.DataFrame, on_pool: pl.DataFrame, n: int,
+                  prices: pl.DataFrame | None = None) -> pl.DataFrame:
     """Per piece (s_idx, gpu_id, pool, t0, t1) the share of its time won by each of n ranked causes.
 
     Two precedence timelines (intervals.Precedence) say how long each rank was the first match:
@@ -43,28 +44,66 @@ def _cause_shares(pieces: pl.DataFrame, on_card: pl.DataFrame, on_pool: pl.DataF
     it or its node (engine.card_cuts), so the card's timeline covers a piece wholly or not at
     all, and the time won by a rank <= k is the larger of the two timelines' (m_k). Cause k
     gets m_k - m_(k-1) of the piece; returns s_idx, level (0..n-1; n = none of them), share.
+
+    With `prices` (pool, cs, ce, rate: the price per capacity-hour of the rows in force), also
+    `price_share`: the part of what those prices charged the piece that fell in each cause's
+    time (intervals.WeightedPrecedence), so a price that changes inside a free segment is paid
+    by the cause that held the time then.
     """
     q = pieces.select("s_idx", "gpu_id", "pool", "t0", "t1")
     q = Precedence.of(on_card, "gpu_id", n).won(q, "t0", "t1", "_c")
-    q = Precedence.of(on_pool, "pool", n).won(q, "t0", "t1", "_p")
+    pool_line = Precedence.of(on_pool, "pool", n)
+    q = pool_line.won(q, "t0", "t1", "_p")
     dur = (micros("t1") - micros("t0")).cast(pl.Float64)
-    m = [pl.max_horizontal(pl.sum_horizontal(*(f"_c{r}" for r in range(k + 1))),
-                           pl.sum_horizontal(*(f"_p{r}" for r in range(k + 1)))) for k in range(n)]
-    shares = [(m[0] / dur).alias("_s0")]
-    shares += [((m[k] - m[k - 1]) / dur).alias(f"_s{k}") for k in range(1, n)]
-    shares.append((1.0 - m[n - 1] / dur).alias(f"_s{n}"))
-    wide = q.select("s_idx", *shares)
+    card = [pl.sum_horizontal(*(f"_c{r}" for r in range(k + 1))) for k in range(n)]
+    m = [pl.max_horizontal(card[k], pl.sum_horizontal(*(f"_p{r}" for r in range(k + 1)))) for k in range(n)]
+
+    def shares(m: list[pl.Expr], total: pl.Expr, name: str) -> list[pl.Expr]:
+        out = [(m[0] / total).alias(f"{name}0")]
+        out += [((m[k] - m[k - 1]) / total).alias(f"{name}{k}") for k in range(1, n)]
+        return out + [(1.0 - m[n - 1] / total).alias(f"{name}{n}")]
+
+    cols = shares(m, dur, "_s")
+    if prices is not None:
+        q = WeightedPrecedence.of(pool_line, StepIntegral.of(prices, "pool", "cs", "ce", "rate")).weighted(
+            q, "t0", "t1", "_v"
+        )
+        paid = pl.sum_horizontal(*(f"_v{r}" for r in range(n + 1)))
+        # Where the card's own cause covers the piece, it takes everything the prices charged.
+        money = [pl.when(card[k] > 0).then(paid).otherwise(pl.sum_horizontal(*(f"_v{r}" for r in range(k + 1))))
+                 for k in range(n)]
+        cols += [pl.when(paid > 0).then(e).otherwise(pl.col(f"_s{k}")).alias(f"_m{k}")
+                 for k, e in enumerate(shares(money, paid, "_x"))]
+    wide = q.with_columns(cols[: n + 1]).with_columns(cols[n + 1:])
     return pl.concat(
-        [wide.select("s_idx", pl.lit(k, dtype=pl.Int64).alias("level"), pl.col(f"_s{k}").alias("share")) for k in range(n + 1)]
-    ).filter(pl.col("share") > 0)
+        [wide.select("s_idx", pl.lit(k, dtype=pl.Int64).alias("level"), pl.col(f"_s{k}").alias("share"),
+                     pl.col(f"_m{k}" if prices is not None else f"_s{k}").alias("price_share"))
+         for k in range(n + 1)]
+    ).filter((pl.col("share") > 0) | (pl.col("price_share") > 0))
+
+
+def _capacity_prices(cost_rates: pl.DataFrame | None, free: pl.DataFrame) -> pl.DataFrame | None:
+    """(pool, cs, ce, rate): the price per capacity-hour of every rate and capacity_hours cost row
+    in force in each pool (fleet-wide rows once per pool of a free segment)."""
+    if cost_rates is None:
+        return None
+    cap = cost_rates.filter(pl.col("driver") == "capacity_hours")
+    pools = free.select("pool").drop_nulls().unique()
+    return pl.concat([
+        cap.filter(pl.col("pool").is_not_null()).select("pool", "cs", "ce", "rate"),
+        cap.filter(pl.col("pool").is_null()).select("cs", "ce", "rate").join(pools, how="cross").select("pool", "cs", "ce", "rate"),
+    ])
 
 
 def classify(seg: pl.DataFrame, events: pl.DataFrame, queue: pl.DataFrame, period: Period,
-             cards: pl.DataFrame | None = None) -> pl.DataFrame:
+             cards: pl.DataFrame | None = None, cost_rates: pl.DataFrame | None = None) -> pl.DataFrame:
     """Idle pieces of the ledger with their cause.
 
     Returns rows (s_idx, kind, cause, gpu_hours, idle_frac, energy_kwh_gpu, tariff_cost: the piece's
-    GPU joules priced at the tariff in force when drawn, as facility energy): the unallocated
+    GPU joules priced at the tariff in force when drawn, as facility energy; util_hours: the
+    piece's util-weighted hours, what money spread by utilization paid for; price_frac: the
+    piece's part of its segment's capacity-hours money, by the prices in force in its time,
+    given `cost_rates` (allocation.Spread.cost_rates)): the unallocated
     segments and the inactive part of allocated segments (covered time below the activity
     rule), a segment split between causes by the share of its time each cause wins. A queue
     wait or a pool's event does not cut a card that has no telemetry: its free time is
@@ -89,7 +128,7 @@ def classify(seg: pl.DataFrame, events: pl.DataFrame, queue: pl.DataFrame, perio
     on_pool = pl.concat([on_pool, waits])
     names = pl.col("level").replace_strict(dict(enumerate((*un_kinds, "no_demand"))), return_dtype=pl.String)
     free = (
-        _cause_shares(free, on_card, on_pool, len(un_kinds))
+        _cause_shares(free, on_card, on_pool, len(un_kinds), _capacity_prices(cost_rates, free))
         .join(free.select("s_idx", "cap_h", "kwh_gpu", "energy_cost"), on="s_idx")
         .select(
             "s_idx",
@@ -99,6 +138,8 @@ def classify(seg: pl.DataFrame, events: pl.DataFrame, queue: pl.DataFrame, perio
             pl.col("share").alias("idle_frac"),
             (pl.col("kwh_gpu") * pl.col("share")).alias("energy_kwh_gpu"),
             (pl.col("energy_cost") * pl.col("share")).alias("tariff_cost"),
+            pl.lit(0.0).alias("util_hours"),
+            pl.col("price_share").alias("price_frac"),
         )
     )
 
@@ -109,8 +150,8 @@ def classify(seg: pl.DataFrame, events: pl.DataFrame, queue: pl.DataFrame, perio
     on_card, on_pool = _ranked_events(events, ALLOCATED_EVENT_KINDS, cards)
     n = len(ALLOCATED_EVENT_KINDS)
     shares = _cause_shares(held, on_card, on_pool, n).join(
-        held.select("s_idx", "inactive_h", "idle_joules", "idle_energy_cost", "oversized_h", "oversized_joules",
-                    "oversized_energy_cost"),
+        held.select("s_idx", "inactive_h", "idle_joules", "idle_energy_cost", "idle_util_h", "oversized_h",
+                    "oversized_joules", "oversized_energy_cost", "oversized_util_h"),
         on="s_idx",
     )
     by_event = shares.filter(pl.col("level") < n).select(
@@ -119,6 +160,7 @@ def classify(seg: pl.DataFrame, events: pl.DataFrame, queue: pl.DataFrame, perio
         (pl.col("inactive_h") * pl.col("share")).alias("gpu_hours"),
         (pl.col("idle_joules") * pl.col("share") * kwh).alias("energy_kwh_gpu"),
         (pl.col("idle_energy_cost") * pl.col("share")).alias("tariff_cost"),
+        (pl.col("idle_util_h") * pl.col("share")).alias("util_hours"),
     )
     # Without an event: the part idle while a sibling card of the job worked is oversized_request,
     # the rest underutilized. The telemetry stage prices the oversized joules at the tariff
@@ -127,24 +169,30 @@ def classify(seg: pl.DataFrame, events: pl.DataFrame, queue: pl.DataFrame, perio
         (pl.col("share") * pl.min_horizontal("oversized_h", "inactive_h")).alias("over_h"),
         (pl.col("share") * pl.min_horizontal("oversized_joules", "idle_joules")).alias("over_j"),
         (pl.col("share") * pl.min_horizontal("oversized_energy_cost", "idle_energy_cost")).alias("over_c"),
+        (pl.col("share") * pl.min_horizontal("oversized_util_h", "idle_util_h")).alias("over_u"),
         (pl.col("share") * pl.col("inactive_h")).alias("rest_h"),
         (pl.col("share") * pl.col("idle_joules")).alias("rest_j"),
         (pl.col("share") * pl.col("idle_energy_cost")).alias("rest_c"),
+        (pl.col("share") * pl.col("idle_util_h")).alias("rest_u"),
     )
     oversized = rest.filter(pl.col("over_h") > 0).select(
         "s_idx", pl.lit("oversized_request").alias("cause"), pl.col("over_h").alias("gpu_hours"),
         (pl.col("over_j") * kwh).alias("energy_kwh_gpu"), pl.col("over_c").alias("tariff_cost"),
+        pl.col("over_u").alias("util_hours"),
     )
     under = rest.filter(pl.col("rest_h") - pl.col("over_h") > 1e-12).select(
         "s_idx", pl.lit("underutilized").alias("cause"), (pl.col("rest_h") - pl.col("over_h")).alias("gpu_hours"),
         ((pl.col("rest_j") - pl.col("over_j")).clip(lower_bound=0.0) * kwh).alias("energy_kwh_gpu"),
         (pl.col("rest_c") - pl.col("over_c")).clip(lower_bound=0.0).alias("tariff_cost"),
+        (pl.col("rest_u") - pl.col("over_u")).clip(lower_bound=0.0).alias("util_hours"),
     )
     held = (
         pl.concat([by_event, oversized, under])
         .join(seg.select("s_idx", "cap_h"), on="s_idx")
         .with_columns(pl.lit("allocated").alias("kind"), (pl.col("gpu_hours") / pl.col("cap_h")).alias("idle_frac"))
-        .select("s_idx", "kind", "cause", "gpu_hours", "idle_frac", "energy_kwh_gpu", "tariff_cost")
+        .with_columns(pl.col("idle_frac").alias("price_frac"))
+        .select("s_idx", "kind", "cause", "gpu_hours", "idle_frac", "energy_kwh_gpu", "tariff_cost", "util_hours",
+                "price_frac")
     )
     return pl.concat([free, held])
 
@@ -152,6 +200,8 @@ def classify(seg: pl.DataFrame, events: pl.DataFrame, queue: pl.DataFrame, perio
 # One line per cause: what to do about it (the backlog's "suggested action").
 # Drivers that spread money by energy rather than time (allocation.spread_costs).
 ENERGY_DRIVERS = ("energy", "measured_energy")
+# Drivers that spread money by what the card did (active time, utilization), not by time held.
+ACTIVITY_DRIVERS = ("active_hours", "utilization")
 
 ACTIONS = {
     "no_demand": "shrink, lend out or re-price the pool: cards sat free with nothing queued",
@@ -176,10 +226,13 @@ def detail(seg: pl.DataFrame, pieces: pl.DataFrame, money: pl.DataFrame) -> pl.D
     """Idle pieces with their card, pool, owner, day and cost: the lineage of every idle figure.
 
     `money` is the spread before any idle chargeback, so an idle piece shows what that idle
-    time cost whatever the idle treatment. Unallocated idle carries its cause's share of its segment's
-    money (the share of the segment's time the cause won: see classify).
+    time cost whatever the idle treatment. Unallocated idle carries what its cause's time cost: the
+    capacity prices in force while that cause held the free card (`price_frac`, see classify), and
+    of the rest of its segment's money the share of the time the cause won.
     Allocated idle carries the holder's cost of that time, each dollar by what it paid for:
-    time-driven money by the piece's share of the segment's time; money spread by energy by the
+    time-driven money by the piece's share of the segment's time; money spread by active hours
+    none (it paid for active time); money spread by utilization by the piece's share of the
+    segment's util-weighted hours; money spread by energy by the
     piece's share of the segment's joules; measured energy by the joules drawn while inactive,
     priced at the tariff in force when they were drawn (each piece's `tariff_cost`: the
     oversized-request part is priced sample by sample in the telemetry stage). So a held card that idled through a cheap hour and
@@ -191,9 +244,12 @@ def detail(seg: pl.DataFrame, pieces: pl.DataFrame, money: pl.DataFrame) -> pl.D
         .group_by("s_idx")
         .agg(
             pl.col("amount").sum().alias("seg_cost"),
-            pl.col("amount").filter(~by_driver.is_in(ENERGY_DRIVERS).fill_null(False)).sum().alias("_time"),
+            pl.col("amount").filter(~by_driver.is_in((*ENERGY_DRIVERS, *ACTIVITY_DRIVERS)).fill_null(False)).sum()
+            .alias("_time"),
+            pl.col("amount").filter(by_driver == "utilization").sum().alias("_by_util"),
             pl.col("amount").filter(by_driver == "energy").sum().alias("_by_j"),
             pl.col("amount").filter(by_driver == "measured_energy").sum().alias("_measured"),
+            pl.col("amount").filter(by_driver == "capacity_hours").sum().alias("_capacity"),
         )
         .collect()
     )
@@ -207,21 +263,27 @@ def detail(seg: pl.DataFrame, pieces: pl.DataFrame, money: pl.DataFrame) -> pl.D
 
     # Measured energy money of a segment is its tariff-priced energy where no power bill covers
     # it: the piece pays its own tariff-priced joules in that proportion.
+    # A free piece pays the capacity prices in force in its own time (price_frac); the rest of
+    # its segment's money (energy: a card with telemetry is cut at every cause's edge) by time.
+    free_cost = (pl.col("seg_cost") - pl.col("_capacity")) * pl.col("idle_frac") + pl.col("_capacity") * pl.col("price_frac")
+    # Money spread by active hours paid for active time only: held idle carries none of it.
     held_cost = (
         pl.col("_time") * pl.col("idle_frac")
+        + pl.col("_by_util") * share(pl.col("util_hours"), pl.col("_util_h"))
         + pl.col("_by_j") * share(piece_j, pl.col("_joules"))
         + pl.col("_measured") * share(pl.col("tariff_cost"), pl.col("_energy_cost"))
     )
     return (
-        pieces.join(seg.select(*cols, pl.col("joules").alias("_joules"), pl.col("energy_cost").alias("_energy_cost")),
+        pieces.join(seg.select(*cols, pl.col("joules").alias("_joules"), pl.col("energy_cost").alias("_energy_cost"),
+                               pl.col("util_h").alias("_util_h")),
                     on="s_idx")
         .join(seg_cost, on="s_idx", how="left")
-        .with_columns(pl.col("seg_cost", "_time", "_by_j", "_measured").fill_null(0.0))
+        .with_columns(pl.col("seg_cost", "_time", "_by_util", "_by_j", "_measured", "_capacity").fill_null(0.0))
         .with_columns(
-            pl.when(pl.col("kind") == "unallocated").then(pl.col("seg_cost") * pl.col("idle_frac")).otherwise(held_cost)
-            .alias("cost")
+            pl.when(pl.col("kind") == "unallocated").then(free_cost).otherwise(held_cost).alias("cost")
         )
-        .drop("seg_cost", "_time", "_by_j", "_measured", "_joules", "_energy_cost", "tariff_cost")
+        .drop("seg_cost", "_time", "_by_util", "_by_j", "_measured", "_capacity", "_joules", "_energy_cost", "_util_h",
+              "tariff_cost", "util_hours", "price_frac")
     )
 
 

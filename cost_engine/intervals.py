@@ -56,7 +56,7 @@ class _Timeline:
     keys: tuple[str, ...]
     codes: pl.DataFrame  # keys, _code
     table: pl.DataFrame  # _code, t (us), values
-    at: pl.Series | None  # the sorted search keys (None: too wide for one Int64, as-of joins instead)
+    search: pl.Series | None  # the sorted search keys (None: too wide for one Int64, as-of joins instead)
     origin: int
     shift: int
 
@@ -66,12 +66,12 @@ class _Timeline:
         shift = max((int(table["t"].max()) - origin + 1) if table.height else 1, 1).bit_length()
         if shift + max(codes.height, 1).bit_length() > 62:  # centuries of microseconds: as-of joins instead
             return cls(tuple(keys), codes, table, None, origin, shift)
-        at = table.select(pl.col("_code") * (1 << shift) + (pl.col("t") - origin))["_code"]
-        return cls(tuple(keys), codes, table, at, origin, shift)
+        search = table.select(pl.col("_code") * (1 << shift) + (pl.col("t") - origin))["_code"]
+        return cls(tuple(keys), codes, table, search, origin, shift)
 
     def _rows(self, code: pl.Series, t: pl.Series) -> pl.Series:
         """Per question, the row of its key with the last t at or before its time; null if none."""
-        if self.at is None:
+        if self.search is None:
             q = pl.DataFrame({"_code": code, "_q": t}).with_row_index("_i")
             j = q.drop_nulls("_code").sort("_code", "_q").join_asof(
                 self.table.select("_code", "t").with_row_index("_row"), left_on="_q", right_on="t", by="_code",
@@ -79,30 +79,35 @@ class _Timeline:
             )
             return q.select("_i").join(j.select("_i", "_row"), on="_i", how="left", maintain_order="left")["_row"].cast(pl.Int64)
         probe = code * (1 << self.shift) + (t - self.origin).clip(-1, (1 << self.shift) - 1)
-        idx = self.at.search_sorted(probe.fill_null(-1), side="right").cast(pl.Int64) - 1
+        idx = self.search.search_sorted(probe.fill_null(-1), side="right").cast(pl.Int64) - 1
         found = idx.clip(0, None)
-        same = (self.at.gather(found) // (1 << self.shift)) == code
+        same = (self.search.gather(found) // (1 << self.shift)) == code
         return pl.select(pl.when((idx >= 0) & same.fill_null(False)).then(found)).to_series()
 
-    def span(self, queries: pl.DataFrame, t0: str, t1: str, values: dict[str, pl.Expr], zero: int | float) -> pl.DataFrame:
-        """Per question, each `values` expression evaluated at t1 minus at t0: the expressions
-        read the table's columns at the last breakpoint at or before the time, and `_q`, the
-        time itself (us); where the key has no breakpoint yet they are `zero`."""
+    def at(self, queries: pl.DataFrame, times: list[pl.Expr], values: dict[str, pl.Expr], zero: int | float) -> list[pl.DataFrame]:
+        """Per question and per time in `times` (us), each `values` expression read at the last
+        breakpoint at or before that time: the expressions see the table's columns and `_q`, the
+        time itself; where the key has no breakpoint yet they are `zero`."""
         z = pl.lit(zero, dtype=pl.Int64 if isinstance(zero, int) else pl.Float64)
         if self.table.height == 0 or queries.height == 0:
-            return pl.DataFrame({name: pl.repeat(z, queries.height, eager=True) for name in values})
+            return [pl.DataFrame({n: pl.repeat(z, queries.height, eager=True) for n in values}) for _ in times]
         k = list(self.keys)
         code = (queries.select(k).join(self.codes, on=k, how="left", maintain_order="left")["_code"] if k
                 else pl.Series("_code", [0] * queries.height, dtype=pl.Int64))
-        ends = []
-        for t in (t0, t1):
-            q = queries.select(micros(t).alias("_q"))["_q"]
+        out = []
+        for t in times:
+            q = queries.select(t.alias("_q"))["_q"]
             rows = self._rows(code, q)
             got = self.table.drop("_code").select(pl.all().gather(rows.fill_null(0))).with_columns(
                 q, rows.is_not_null().alias("_hit")
             )
-            ends.append(got.select(pl.when(pl.col("_hit")).then(v).otherwise(z).alias(n) for n, v in values.items()))
-        return ends[1].select(pl.col(n) - ends[0][n] for n in values)
+            out.append(got.select(pl.when(pl.col("_hit")).then(v).otherwise(z).alias(n) for n, v in values.items()))
+        return out
+
+    def span(self, queries: pl.DataFrame, t0: str, t1: str, values: dict[str, pl.Expr], zero: int | float) -> pl.DataFrame:
+        """Per question, each `values` expression at t1 minus at t0 (see `at`)."""
+        a, b = self.at(queries, [micros(t0), micros(t1)], values, zero)
+        return b.select(pl.col(n) - a[n] for n in values)
 
 
 def _within(e: pl.Expr) -> pl.Expr:
@@ -176,6 +181,50 @@ class Precedence:
 
 
 @dataclass(frozen=True)
+class WeightedPrecedence:
+    """Over any [t0, t1), the integral of a rate (a StepIntegral's) during the time each rank of a
+    Precedence won, per key: what the prices in force charged for each cause's share of a free card.
+
+    Both timelines are merged on their breakpoints (a sum of their sizes, not a product).
+    """
+
+    n: int
+    line: _Timeline  # _code, t, _win, _rate, _W0.._W{n} (rank n: no rank in force)
+
+    @classmethod
+    def of(cls, precedence: "Precedence", rates: "StepIntegral") -> "WeightedPrecedence":
+        k = list(precedence.line.keys)
+        assert list(rates.line.keys) == k, "both timelines must have the same keys"
+        n = precedence.n
+
+        def points(line: _Timeline) -> pl.DataFrame:
+            return line.table.select("_code", "t").join(line.codes, on="_code").drop("_code")
+
+        b = pl.concat([points(precedence.line), points(rates.line)]).unique()
+        # Which rank wins, and the rate, from each breakpoint of either timeline on.
+        (win,) = precedence.line.at(b, [pl.col("t")], {"_win": pl.col("_win").fill_null(n)}, n)
+        (rate,) = rates.line.at(b, [pl.col("t")], {"_rate": pl.col("_rate")}, 0.0)
+        b = b.with_columns(win["_win"], rate["_rate"])
+        b, codes = _encode(b, k)
+        b = b.sort("_code", "t").with_columns((_within(pl.col("t").shift(-1)) - pl.col("t")).fill_null(0).alias("_len"))
+        own = [pl.when(pl.col("_win") == r).then(pl.col("_rate") * pl.col("_len").cast(pl.Float64) / US_PER_S)
+               .otherwise(0.0) for r in range(n + 1)]
+        b = b.with_columns((_within(o.cum_sum()) - o).alias(f"_W{r}") for r, o in enumerate(own))
+        return cls(n, _Timeline.of(b.select("_code", "t", "_win", "_rate", *(f"_W{r}" for r in range(n + 1))), k, codes))
+
+    def weighted(self, queries: pl.DataFrame, t0: str, t1: str, prefix: str) -> pl.DataFrame:
+        """queries + `{prefix}0` .. `{prefix}{n}`: the rate's integral over the part of [t0, t1)
+        each rank won (`{prefix}{n}`: no rank in force)."""
+        upto = {
+            f"{prefix}{r}": pl.col(f"_W{r}")
+            + pl.when(pl.col("_win") == r).then(pl.col("_rate") * (pl.col("_q") - pl.col("t")).cast(pl.Float64) / US_PER_S)
+            .otherwise(0.0)
+            for r in range(self.n + 1)
+        }
+        return queries.with_columns(self.line.span(queries, t0, t1, upto, 0.0))
+
+
+@dataclass(frozen=True)
 class StepIntegral:
     """F_key(t) = integral from -inf to t of the sum of the rates of the key's intervals in force.
 
@@ -208,4 +257,4 @@ class StepIntegral:
         return queries.with_columns(self.line.span(queries, t0, t1, {out: upto}, 0.0))
 
 
-__all__ = ["Coverage", "Precedence", "StepIntegral", "micros"]
+__all__ = ["Coverage", "Precedence", "StepIntegral", "WeightedPrecedence", "micros"]
