@@ -16,6 +16,9 @@ def _fail(msg: str) -> None:
     sys.exit(2)
 
 
+UNATTRIBUTED_SHOWN = 10  # unmapped owner keys listed by the terminal summary
+
+
 def _money(v) -> str:
     return "unknown" if v is None else f"{v:,.2f}"
 
@@ -107,7 +110,11 @@ def render_summary(rep: dict, top: int = 5) -> str:
         f"  difference   {rc['difference']:>14.6f}",
     ]
     if rep["unattributed"]:
-        lines.append("unattributed keys: " + ", ".join(f"{u['source']}:{u['key']} ({_money(u['cost'])})" for u in rep["unattributed"]))
+        # The costliest few: a gateway log can carry a million unmapped keys (all in --json).
+        keys = rep["unattributed"][:UNATTRIBUTED_SHOWN]
+        more = len(rep["unattributed"]) - len(keys)
+        lines.append("unattributed keys: " + ", ".join(f"{u['source']}:{u['key']} ({_money(u['cost'])})" for u in keys)
+                     + (f", and {more:,} more (see --json)" if more > 0 else ""))
     if rep["rejected"]:
         lines.append(f"rejected rows: {len(rep['rejected'])} (see --json)")
     if rep["gaps"]:

@@ -240,12 +240,17 @@ class StepIntegral:
         base = frame.select(*k, micros(start).alias("a"), micros(end).alias("b"), r.cast(pl.Float64).alias("r"))
         base, codes = _encode(base.filter((pl.col("b") > pl.col("a")) & (pl.col("r") != 0)), k)
         steps = pl.concat(
-            [base.select("_code", pl.col("a").alias("t"), pl.col("r").alias("d")),
-             base.select("_code", pl.col("b").alias("t"), (-pl.col("r")).alias("d"))]
+            [base.select("_code", pl.col("a").alias("t"), pl.col("r").alias("d"), pl.lit(1).alias("n")),
+             base.select("_code", pl.col("b").alias("t"), (-pl.col("r")).alias("d"), pl.lit(-1).alias("n"))]
         )
         # Sorted, not grouped: steps at the same instant make zero-length pieces, and a look-up
-        # lands on the last of them, after every change at that instant.
-        steps = steps.sort("_code", "t").with_columns(_within(pl.col("d").cum_sum()).alias("_rate"))
+        # lands on the last of them, after every change at that instant. Where no interval is in
+        # force the rate is exactly 0: a float sum of +r and -r can leave 1e-17, and a span
+        # between intervals must integrate to 0, not to a residue (a cost row with no driver
+        # quantity in its span is kept whole, not priced at amount / 1e-15).
+        steps = steps.sort("_code", "t").with_columns(
+            pl.when(_within(pl.col("n").cum_sum()) > 0).then(_within(pl.col("d").cum_sum())).otherwise(0.0).alias("_rate")
+        )
         piece = _within(pl.col("_rate").shift(1) * (pl.col("t") - pl.col("t").shift(1)).cast(pl.Float64) / US_PER_S)
         steps = steps.with_columns(piece.fill_null(0.0).alias("_p"))
         steps = steps.with_columns(_within(pl.col("_p").cum_sum()).alias("_cum")).select("_code", "t", "_cum", "_rate")
