@@ -26,6 +26,7 @@ import polars as pl
 if __package__ in (None, ""):  # run as a script: make `cost_engine` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from cost_engine import csv_guard  # noqa: E402
 from cost_engine.contract import TABLES  # noqa: E402
 
 CARDS_PER_NODE = 8
@@ -209,7 +210,7 @@ def generate_sparse(out_dir: str | Path, gpus: int = 8192, days: int = 45, alloc
     if requests:
         tables["requests"] = _requests(requests, t0, t1, names, rng)
     for name, df in tables.items():
-        df.write_csv(out / f"{name}.csv")
+        csv_guard.write_csv(df, out / f"{name}.csv")
     end = datetime.fromtimestamp(t1, tz=timezone.utc)
     (out / "ailedger.toml").write_text(
         "# Config for a generated sparse fleet (no telemetry).\n"

@@ -209,3 +209,40 @@ def test_no_telemetry_means_unknown_activity_not_zero():
     assert t["telemetry_coverage"] == 0.0  # coverage itself is known: nothing was measured
     assert rep["by_project"][0]["active_gpu_hours"] is None
     assert rep["by_project"][0]["allocated_gpu_hours"] == pytest.approx(12.0)
+
+
+def test_a_usage_bucket_counts_for_its_overlap_with_the_period(tmp_path):
+    """A usage bucket of 60 requests and 3,600 output tokens over 23:30 (Sep 30) - 00:30 overlaps
+    the period (Oct 1) for half of its hour: 30 requests and floor(3600 x 1.0) - floor(3600 x 0.5)
+    = 1,800 tokens, counted at 00:00. A bucket 23:59:59 - 00:00:01 (2 s, 1 request, 3 tokens):
+    floor(3 x 1) - floor(3 x 0.5) = 2 tokens, floor(1) - floor(0.5) = 1 request. A bucket that
+    ends at the period's start is not in it at all.
+
+    A 1 us period at the start of an hourly bucket of 3,600 tokens gets floor(3600 x 1e-6/3600)
+    = 0 tokens, not the whole hour (issue 17, item 10)."""
+    def bucket(i, start, end, n, out):
+        return {"request_id": f"b{i}", "ts": start, "end": end, "owner": "A1", "model": "m", "requests": n,
+                "input_tokens": 0, "output_tokens": out}
+    reqs = [bucket(1, "2026-09-30T23:30:00Z", "2026-10-01T00:30:00Z", 60, 3600),
+            bucket(2, "2026-09-30T23:59:59Z", "2026-10-01T00:00:01Z", 1, 3),
+            bucket(3, "2026-09-30T23:00:00Z", "2026-10-01T00:00:00Z", 10, 100)]
+    b = make_bundle(allocations=[{"allocation_id": "a", "gpu_id": "g", "start": ts(1, 0), "end": ts(1, 1),
+                                  "owner": "A1"}], requests=reqs)
+    comp = compute(b, make_config())
+    t = build_report(comp)["totals"]
+    assert (t["requests"], t["output_tokens"]) == (31, 1802)
+    assert comp.requests.sort("request_id")["ts"].dt.strftime("%H:%M:%S").to_list() == ["00:00:00", "00:00:00"]
+    # From a store the buckets that start before the period are read too (store.request_batches).
+    from cost_engine import api, store
+
+    db = tmp_path / "s.duckdb"
+    store.ingest(db, b)
+    assert build_report(api.run(db, config=make_config()))["totals"]["output_tokens"] == 1802
+
+    from datetime import datetime, timedelta, timezone
+    start = datetime(2026, 10, 1, 1, tzinfo=timezone.utc)
+    hourly = make_bundle(allocations=[{"allocation_id": "a", "gpu_id": "g", "start": ts(1, 0), "end": ts(1, 2),
+                                       "owner": "A1"}],
+                         requests=[bucket(4, "2026-10-01T01:00:00Z", "2026-10-01T02:00:00Z", 1, 3600)])
+    tiny = make_config(period={"start": start, "end": start + timedelta(microseconds=1)})
+    assert build_report(compute(hourly, tiny))["totals"]["output_tokens"] == 0
