@@ -116,9 +116,9 @@ ALIGN = timedelta(minutes=15)
 class TelemetryActivity:
     """What the telemetry stage hands the engine (nothing per sample survives it)."""
 
-    per_interval: pl.DataFrame  # e_idx, covered_s, active_s, util_s, joules, idle_joules, energy_s,
+    per_interval: pl.DataFrame  # e_idx, covered_s, active_s, util_s, idle_util_s, joules, idle_joules, energy_s,
     #                             price_j, idle_price_j, carbon_j (0 without bands)
-    oversized: pl.DataFrame  # e_idx, job_id, over_s, over_j
+    oversized: pl.DataFrame  # e_idx, job_id, over_s, over_util_s, over_j, over_price_j (J x price per kWh)
     card_energy: pl.DataFrame  # gpu_id (Enum), bucket (15 min, UTC), joules: samples starting in the bucket
     resets: pl.DataFrame  # gpu_id, ts of every sample whose energy counter went backwards
     samples: int  # samples of the ledger's cards that started inside a window
@@ -201,8 +201,12 @@ def interval_activity(
     cap = timedelta(seconds=rule.max_sample_gap_s)
     if rule.mode == "threshold":
         busy = pl.when(pl.col("util_pct") >= rule.threshold_pct).then(1.0).otherwise(0.0)
+        # An inactive sample (below the threshold) still had some utilization.
+        idle_util = pl.col("util_pct") * (1.0 - busy)
     else:
         busy = pl.col("util_pct") / 100.0
+        # Util-weighted: the inactive fraction of a sample is the part that did no work.
+        idle_util = pl.lit(0.0)
     aggs, overs, energy, resets = [], [], [], []
     n_samples = 0
     with source.reader() as r:
@@ -224,9 +228,9 @@ def interval_activity(
             # the simple pieces' part numbers ascend: a sorted group-by is ~3x cheaper.
             if simple["e_idx"].is_sorted():
                 simple = simple.with_columns(pl.col("e_idx").set_sorted())
-            aggs += [_per_interval(simple, busy), _per_interval(spread, busy)]
+            aggs += [_per_interval(simple, busy, idle_util), _per_interval(spread, busy, idle_util)]
             if jobs is not None:
-                overs.append(_oversized(pl.concat([simple, spread]), busy, jobs))
+                overs.append(_oversized(pl.concat([simple, spread]), busy, idle_util, jobs))
             del simple, spread
     out = intervals.select("e_idx")
     if aggs:
@@ -251,9 +255,13 @@ def interval_activity(
         oversized = (
             pl.concat(overs)
             .join(of_part, left_on="e_idx", right_on="part")
-            .group_by("parent", "job_id").agg(pl.col("over_s", "over_j").sum())
+            .group_by("parent", "job_id").agg(
+                pl.col("over_s", "over_util_s", "over_j").sum(),
+                (pl.col("over_j") * pl.col("price")).sum().alias("over_price_j"),
+            )
             .join(job_codes, left_on="job_id", right_on="jc")
-            .select(pl.col("parent").alias("e_idx"), pl.col("job_id_right").alias("job_id"), "over_s", "over_j")
+            .select(pl.col("parent").alias("e_idx"), pl.col("job_id_right").alias("job_id"), "over_s", "over_util_s",
+                    "over_j", "over_price_j")
         )
     card = pl.Enum(codes["gpu_id"])
     names = codes.select(pl.col("gc"), pl.col("gpu_id").cast(card).alias("name"))
@@ -306,16 +314,18 @@ def _card_energy(samples: pl.DataFrame, start: datetime, end: datetime) -> pl.Da
     )
 
 
-_ACTIVITY = ("covered_s", "active_s", "util_s", "joules", "idle_joules", "energy_s")
+_ACTIVITY = ("covered_s", "active_s", "util_s", "idle_util_s", "joules", "idle_joules", "energy_s")
 _PRICED = ("price_j", "idle_price_j", "carbon_j")
 
 
-def _per_interval(p: pl.DataFrame, busy: pl.Expr) -> pl.DataFrame:
+def _per_interval(p: pl.DataFrame, busy: pl.Expr, idle_util: pl.Expr) -> pl.DataFrame:
     """Per e_idx (here a tariff part of an interval) the sums the engine keeps."""
     return p.group_by("e_idx").agg(
         pl.col("ov_s").sum().alias("covered_s"),
         (pl.col("ov_s") * busy).sum().alias("active_s"),
         (pl.col("ov_s") * pl.col("util_pct")).sum().alias("util_s"),
+        # Util-seconds of the inactive part: what money spread by utilization paid for idle time.
+        (pl.col("ov_s") * idle_util).sum().alias("idle_util_s"),
         (pl.col("joules") * pl.col("frac")).sum().alias("joules"),
         # Joules drawn while inactive: what allocated idle time cost in energy.
         (pl.col("joules") * pl.col("frac") * (1.0 - busy)).sum().alias("idle_joules"),
@@ -354,7 +364,7 @@ class _JobIndex:
         return pl.concat([one, pieces.join(self.shared, on="e_idx")])
 
 
-def _oversized(p: pl.DataFrame, busy: pl.Expr, jobs: _JobIndex) -> pl.DataFrame:
+def _oversized(p: pl.DataFrame, busy: pl.Expr, idle_util: pl.Expr, jobs: _JobIndex) -> pl.DataFrame:
     """Inactive seconds of a card while a sibling card of the same job was busy (same minute).
 
     Per (job, UTC minute): the lowest and the highest busy card. An inactive piece of card g
@@ -362,9 +372,11 @@ def _oversized(p: pl.DataFrame, busy: pl.Expr, jobs: _JobIndex) -> pl.DataFrame:
     when g alone was busy). One group-by and one join, on a single integer key (job code, minute).
     Returns e_idx, job_id (the job code), over_s, over_j.
     """
-    jp = jobs.attach(p.select("e_idx", "gpu_id", "ts", "ov_s", "joules", "frac", busy.alias("busy")))
+    jp = jobs.attach(p.select("e_idx", "gpu_id", "ts", "ov_s", "joules", "frac", busy.alias("busy"),
+                              idle_util.alias("idle_util")))
     if jp.height == 0:
-        return jp.select("e_idx", "job_id", pl.lit(0.0).alias("over_s"), pl.lit(0.0).alias("over_j"))
+        return jp.select("e_idx", "job_id", pl.lit(0.0).alias("over_s"), pl.lit(0.0).alias("over_util_s"),
+                         pl.lit(0.0).alias("over_j"))
     minute = pl.col("ts").dt.epoch("us") // 60_000_000
     m0 = jp.select(minute.min()).item()
     # job code x 2^32 + minute since the window's first: one Int64 key.
@@ -379,12 +391,14 @@ def _oversized(p: pl.DataFrame, busy: pl.Expr, jobs: _JobIndex) -> pl.DataFrame:
     )
     return idle.group_by("e_idx", "job_id").agg(
         (pl.col("ov_s") * (1 - pl.col("busy"))).sum().alias("over_s"),
+        (pl.col("ov_s") * pl.col("idle_util")).sum().alias("over_util_s"),
         (pl.col("joules").fill_null(0.0) * pl.col("frac") * (1 - pl.col("busy"))).sum().alias("over_j"),
     )
 
 
 def empty_oversized() -> pl.DataFrame:
-    return pl.DataFrame(schema={"e_idx": pl.Int64, "job_id": pl.String, "over_s": pl.Float64, "over_j": pl.Float64})
+    return pl.DataFrame(schema={"e_idx": pl.Int64, "job_id": pl.String, "over_s": pl.Float64,
+                                "over_util_s": pl.Float64, "over_j": pl.Float64, "over_price_j": pl.Float64})
 
 
 __all__ = ["sample_intervals", "pieces", "windows", "interval_activity", "TelemetryActivity", "empty_oversized"]

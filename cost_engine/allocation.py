@@ -12,7 +12,8 @@ import polars as pl
 
 from .config import Config
 from .contract import DEFAULT_DRIVER, IDLE, TS, UNATTRIBUTED
-from .ledger import Period, seconds
+from .intervals import Coverage, StepIntegral, micros
+from .ledger import Period, day_edges, seconds
 
 # Drivers whose quantity lives on ledger segments (card-time), and the segment column holding it.
 SEGMENT_DRIVERS = {
@@ -52,8 +53,16 @@ MONEY_SCHEMA = pl.Schema(
 class Spread:
     money: pl.DataFrame  # MONEY_SCHEMA
     inputs: pl.DataFrame  # origin, id, category, pool, amount (the input side of reconciliation)
-    cost_rates: pl.DataFrame  # cost_id, pool, k0, k1, driver, category, rate (for lineage)
+    # Per cost row and rate row spread over segments: its price per driver unit while in force
+    # (cost_id, pool (null = the fleet), cs, ce, driver, category, rate, is_rate), for lineage.
+    cost_rates: pl.DataFrame
     gaps: list[tuple[str, str]]
+
+
+COST_RATES_SCHEMA = pl.Schema(
+    {"cost_id": pl.String, "pool": pl.String, "cs": TS, "ce": TS, "driver": pl.String, "category": pl.String,
+     "rate": pl.Float64, "is_rate": pl.Boolean}
+)
 
 
 def driver_of(config: Config) -> pl.Expr:
@@ -62,15 +71,23 @@ def driver_of(config: Config) -> pl.Expr:
     return pl.coalesce(pl.col("driver"), pl.col("category").replace_strict(overrides, default="gpu_hours"))
 
 
-def slot_range(frame: pl.DataFrame, slots: pl.DataFrame, start: str, end: str) -> pl.DataFrame:
-    """Add k0, k1 (first and last slot index) for spans whose edges are global cut points."""
-    return frame.join(
-        slots.select(pl.col("g0").alias(start), pl.col("slot").alias("k0")), on=start, how="left"
-    ).join(slots.select(pl.col("g1").alias(end), pl.col("slot").alias("k1")), on=end, how="left")
+def in_boundary(costs: pl.DataFrame, period: Period, config: Config) -> pl.DataFrame:
+    """Cost rows inside the boundary with `cs`/`ce` (their span clipped to the period, maybe
+    empty), `drv` (their driver) and `amount_in` (the amount pro rata to the overlap)."""
+    p0, p1 = pl.lit(period.start, dtype=TS), pl.lit(period.end, dtype=TS)
+    c = costs.filter(pl.col("category").is_in(sorted(config.boundary.included))).with_columns(
+        pl.max_horizontal("start", p0).alias("cs"), pl.min_horizontal("end", p1).alias("ce"), driver_of(config).alias("drv")
+    )
+    return c.with_columns(
+        pl.when(pl.col("ce") > pl.col("cs"))
+        .then(pl.col("amount") * seconds(pl.col("ce") - pl.col("cs")) / seconds(pl.col("end") - pl.col("start")))
+        .otherwise(0.0)
+        .alias("amount_in")
+    )
 
 
 # Segment columns that money rows keep or need to find their destination.
-_SEG_KEEP = ("s_idx", "gpu_id", "pool", "slot", "day", "allocation_id", "owner", "source", "project", "tenant",
+_SEG_KEEP = ("s_idx", "gpu_id", "pool", "day", "allocation_id", "owner", "source", "project", "tenant",
              "model", "workload")
 
 
@@ -96,11 +113,62 @@ def _money_frame(frame: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame | pl.LazyFr
     return frame.select(cols)
 
 
+def _quantity(driver: str | pl.Expr) -> pl.Expr:
+    """The segment column holding a driver's quantity (for a literal driver or a `driver` column)."""
+    if isinstance(driver, str):
+        return pl.col(SEGMENT_DRIVERS[driver])
+    q = pl.lit(0.0)
+    for drv, col in SEGMENT_DRIVERS.items():
+        q = pl.when(driver == drv).then(pl.col(col)).otherwise(q)
+    return q
+
+
+@dataclass(frozen=True)
+class Quantities:
+    """Each segment driver's quantity over time, per pool and for the fleet, as running integrals.
+
+    A segment holds its quantity evenly over its time (capacity and allocated hours do; what
+    telemetry measures is on cards that are cut wherever a cost row of theirs starts or ends:
+    engine.card_cuts), so a pool's quantity inside any span is two look-ups.
+    """
+
+    pooled: StepIntegral  # keys pool, driver
+    fleet: StepIntegral  # key driver
+
+    @classmethod
+    def of(cls, seg: pl.DataFrame, pooled: set[str], fleet: set[str]) -> "Quantities":
+        """Running integrals of the drivers the pool-scoped rows use (`pooled`) and of those the
+        fleet-wide rows use (`fleet`)."""
+
+        def rows(drivers: set[str], where: pl.Expr) -> pl.DataFrame:
+            parts = [
+                seg.filter(where & (pl.col(SEGMENT_DRIVERS[d]) > 0)).select(
+                    "pool", pl.lit(d).alias("driver"), "t0", "t1", (pl.col(SEGMENT_DRIVERS[d]) / pl.col("dur_s")).alias("q")
+                )
+                for d in sorted(drivers)
+            ]
+            return pl.concat(parts) if parts else pl.DataFrame(
+                schema={"pool": pl.String, "driver": pl.String, "t0": TS, "t1": TS, "q": pl.Float64}
+            )
+
+        return cls(
+            StepIntegral.of(rows(pooled, pl.col("pool").is_not_null()), ["pool", "driver"], "t0", "t1", "q"),
+            StepIntegral.of(rows(fleet, pl.lit(True)), ["driver"], "t0", "t1", "q"),
+        )
+
+    def over(self, rows: pl.DataFrame, out: str = "Q") -> pl.DataFrame:
+        """rows (pool or null for the fleet, driver, cs, ce) + `out`: the driver's quantity in
+        the row's pool (or the fleet) during [cs, ce)."""
+        pooled = self.pooled.integral(rows.filter(pl.col("pool").is_not_null()), "cs", "ce", out)
+        fleet = self.fleet.integral(rows.filter(pl.col("pool").is_null()), "cs", "ce", out)
+        return pl.concat([pooled, fleet])
+
+
 def spread_costs(
     seg: pl.DataFrame,
     costs: pl.DataFrame,
     rates: pl.DataFrame,
-    project_weights: pl.DataFrame,
+    weights: pl.DataFrame,
     slots: pl.DataFrame,
     period: Period,
     config: Config,
@@ -108,35 +176,27 @@ def spread_costs(
 ) -> Spread:
     """Spread every input cost within the boundary.
 
-    seg: enriched ledger segments (s_idx, pool, slot, day, allocation_id, owner, source, project,
-         tenant, model, workload, gpu_id, cap_h, alloc_h, active_h, util_h, kwh_fac, energy_cost).
-    project_weights: (slot, project, tenant, owner, source, tokens_w, requests) per request slot,
-         for the tokens and requests drivers.
+    seg: enriched ledger segments (s_idx, pool, t0, t1, dur_s, day, allocation_id, owner, source,
+         project, tenant, model, workload, gpu_id, cap_h, alloc_h, active_h, util_h, kwh_fac,
+         energy_cost).
+    weights: (slot, project, tenant, owner, source, tokens_w, requests) per request, for the
+         tokens and requests drivers; `slots` are project_slots (the request's slot).
     resolve: Ownership.resolve, for direct costs.
+
+    A cost row is spread over its driver's quantity inside its own span and pool (or the
+    fleet): per row, a price per driver unit (amount / quantity in its span), and per
+    segment, its quantity times the mean price in force over its time. Both are running
+    integrals (intervals.StepIntegral), so nothing pairs cost rows with segments.
     """
     gaps: list[tuple[str, str]] = []
-    included = set(config.boundary.included)
-    p0 = pl.lit(period.start, dtype=TS)
-    p1 = pl.lit(period.end, dtype=TS)
-    slot_day = slots.with_columns(pl.col("g0").dt.convert_time_zone(period.timezone).dt.date().alias("day"))
-
-    # ---- cost rows: the part inside the period, pro rata to time --------------------------
-    c = costs.filter(pl.col("category").is_in(sorted(included))).with_columns(
-        pl.max_horizontal("start", p0).alias("cs"), pl.min_horizontal("end", p1).alias("ce")
-    )
+    c = in_boundary(costs, period, config)
     outside = c.filter(pl.col("ce") <= pl.col("cs"))
     if outside.height:
         gaps.append(
             ("costs outside the period", f"{outside.height} cost rows lie outside the period and count 0: "
              + ", ".join(outside["cost_id"].head(5).to_list()))
         )
-    c = c.filter(pl.col("ce") > pl.col("cs")).with_columns(
-        (pl.col("amount") * seconds(pl.col("ce") - pl.col("cs")) / seconds(pl.col("end") - pl.col("start"))).alias(
-            "amount_in"
-        ),
-        driver_of(config).alias("drv"),
-    )
-    c = slot_range(c, slots, "cs", "ce")
+    c = c.filter(pl.col("ce") > pl.col("cs"))
     inputs = [c.select(pl.lit("cost").alias("origin"), pl.col("cost_id").alias("id"), "category", "pool",
                        pl.col("amount_in").alias("amount"))]
     pieces: list[pl.DataFrame] = []
@@ -145,116 +205,62 @@ def spread_costs(
     direct = c.filter(pl.col("owner").is_not_null())
     if direct.height:
         d = resolve(direct.with_columns(pl.col("source").fill_null("finance")))
-        d = d.with_columns(pl.lit(None, dtype=pl.String).alias("allocation_id"))
-        d = (
-            destination(d)
-            .with_columns(pl.int_ranges("k0", pl.col("k1") + 1).alias("slot"))
-            .explode("slot")
-            .join(slot_day.select("slot", "day", (seconds(pl.col("g1") - pl.col("g0"))).alias("slot_s")), on="slot")
-            .with_columns((pl.col("amount_in") * pl.col("slot_s") / pl.col("slot_s").sum().over("cost_id")).alias("amount"))
-        )
+        d = destination(d.with_columns(pl.lit(None, dtype=pl.String).alias("allocation_id")))
+        d = by_day(d, period).with_columns((pl.col("amount_in") * pl.col("f")).alias("amount"))
         pieces.append(_money_frame(d.with_columns(pl.lit("direct").alias("origin"))))
     shared = c.filter(pl.col("owner").is_null())
 
-    # ---- segment drivers: rate per driver unit within (pool or fleet, span) ----------------
+    # ---- segment drivers: a price per driver unit while each row is in force --------------
     seg_costs = shared.filter(pl.col("drv").is_in(list(SEGMENT_DRIVERS)))
-    qcols = list(SEGMENT_DRIVERS.values())
-    q_pool = seg.group_by("pool", "slot").agg(pl.col(qcols).sum())
-    q_fleet = seg.group_by("slot").agg(pl.col(qcols).sum())
-    cost_rates = pl.DataFrame(
-        schema={"cost_id": pl.String, "pool": pl.String, "k0": pl.Int64, "k1": pl.Int64, "driver": pl.String,
-                "category": pl.String, "rate": pl.Float64}
+    r = rates.filter(pl.col("category").is_in(sorted(config.boundary.included)))
+    qty = Quantities.of(
+        seg,
+        pooled=set(seg_costs.filter(pl.col("pool").is_not_null())["drv"].to_list()) | ({"capacity_hours"} if r.height else set()),
+        fleet=set(seg_costs.filter(pl.col("pool").is_null())["drv"].to_list()),
     )
+    cost_rates = pl.DataFrame(schema=COST_RATES_SCHEMA)
     if seg_costs.height:
-        ex = seg_costs.with_columns(pl.int_ranges("k0", pl.col("k1") + 1).alias("slot")).explode("slot")
-        pooled = ex.filter(pl.col("pool").is_not_null()).join(q_pool, on=["pool", "slot"], how="left")
-        fleet = ex.filter(pl.col("pool").is_null()).join(q_fleet, on="slot", how="left")
-        q_expr = pl.lit(0.0)
-        for drv, col in SEGMENT_DRIVERS.items():
-            q_expr = pl.when(pl.col("drv") == drv).then(pl.col(col).fill_null(0.0)).otherwise(q_expr)
-        tot = (
-            pl.concat([pooled, fleet], how="diagonal_relaxed")
-            .with_columns(q_expr.alias("q"))
-            .group_by("cost_id")
-            .agg(pl.col("q").sum().alias("Q"))
-        )
-        seg_costs = seg_costs.join(tot, on="cost_id", how="left").with_columns(pl.col("Q").fill_null(0.0))
-        unspread = seg_costs.filter(pl.col("Q") <= 0)
+        seg_costs = qty.over(seg_costs.with_columns(pl.col("drv").alias("driver")))
+        unspread = seg_costs.filter(pl.col("Q") <= 0).sort("cost_id")
         for row in unspread.select("cost_id", "drv", "pool").head(20).iter_rows():
             gaps.append(("cost not spread", f"cost {row[0]}: no {row[1]} in {row[2] or 'the fleet'} during its span; kept as idle"))
-        pieces.append(_unspread(unspread, slot_day))
+        pieces.append(_unspread(unspread, period))
         cost_rates = seg_costs.filter(pl.col("Q") > 0).select(
-            "cost_id", "pool", "k0", "k1", pl.col("drv").alias("driver"), "category",
-            (pl.col("amount_in") / pl.col("Q")).alias("rate"),
+            "cost_id", "pool", "cs", "ce", "driver", "category", (pl.col("amount_in") / pl.col("Q")).alias("rate"),
+            pl.lit(False).alias("is_rate"),
         )
 
     # Rates: a price per card-hour of capacity, so the rate per capacity_hours unit is the price.
-    r = rates.filter(pl.col("category").is_in(sorted(included)))
-    rate_rows = pl.DataFrame(schema=cost_rates.schema)
+    rate_rows = pl.DataFrame(schema=COST_RATES_SCHEMA)
     if r.height:
-        r = r.with_columns(
-            pl.max_horizontal(pl.col("start").fill_null(p0), p0).alias("cs"),
-            pl.min_horizontal(pl.col("end").fill_null(p1), p1).alias("ce"),
-        ).filter(pl.col("ce") > pl.col("cs"))
-        r = slot_range(r, slots, "cs", "ce").with_row_index("i")
-        rate_rows = r.select(
-            (pl.lit("rate:") + pl.col("pool") + pl.lit(":") + pl.col("i").cast(pl.String)).alias("cost_id"),
-            "pool", "k0", "k1", pl.lit("capacity_hours").alias("driver"), "category",
-            pl.col("price_per_gpu_hour").alias("rate"),
+        p0, p1 = pl.lit(period.start, dtype=TS), pl.lit(period.end, dtype=TS)
+        rate_rows = (
+            r.with_row_index("i")
+            .with_columns(
+                pl.max_horizontal(pl.col("start").fill_null(p0), p0).alias("cs"),
+                pl.min_horizontal(pl.col("end").fill_null(p1), p1).alias("ce"),
+            )
+            .filter(pl.col("ce") > pl.col("cs"))
+            .select(
+                (pl.lit("rate:") + pl.col("pool") + pl.lit(":") + pl.col("i").cast(pl.String)).alias("cost_id"),
+                "pool", "cs", "ce", pl.lit("capacity_hours").alias("driver"), "category",
+                pl.col("price_per_gpu_hour").cast(pl.Float64).alias("rate"), pl.lit(True).alias("is_rate"),
+            )
         )
         unknown = set(rate_rows["pool"].unique().to_list()) - set(seg["pool"].drop_nulls().unique().to_list())
         if unknown:
             gaps.append(("rates without cards", f"rates for pools with no cards in the inventory: {sorted(unknown)}"))
+        # What a rate bills: its price x the pool's capacity-hours while it is in force.
+        billed = qty.over(rate_rows).group_by("category", "pool").agg((pl.col("rate") * pl.col("Q")).sum().alias("amount"))
+        inputs.append(billed.select(pl.lit("rate").alias("origin"), (pl.lit("rate:") + pl.col("pool")).alias("id"),
+                                    "category", "pool", "amount"))
+    cost_rates = pl.concat([cost_rates, rate_rows])
+    if cost_rates.height:
+        pieces.append(_segment_money(seg, cost_rates))
 
-    all_rates = pl.concat([cost_rates, rate_rows])
-    if all_rates.height:
-        ex = (
-            all_rates.with_columns(pl.int_ranges("k0", pl.col("k1") + 1).alias("slot"))
-            .explode("slot")
-            .with_columns(pl.col("cost_id").str.starts_with("rate:").alias("is_rate"))
-            .group_by("pool", "slot", "driver", "category", "is_rate")
-            .agg(pl.col("rate").sum())
-        )
-        # Only the columns a money row keeps (plus the driver quantities): segments carry ~40
-        # columns, and this join has one row per segment and rate in force.
-        seg_q = seg.lazy().select(*_SEG_KEEP, *SEGMENT_DRIVERS.values())
-        ex = ex.lazy()
-        on_seg = pl.concat(
-            [
-                seg_q.join(ex.filter(pl.col("pool").is_not_null()), on=["pool", "slot"]),
-                seg_q.join(ex.filter(pl.col("pool").is_null()).drop("pool"), on="slot"),
-            ],
-            how="diagonal_relaxed",
-        )
-        q_expr = pl.lit(0.0)
-        for drv, col in SEGMENT_DRIVERS.items():
-            q_expr = pl.when(pl.col("driver") == drv).then(pl.col(col)).otherwise(q_expr)
-        on_seg = on_seg.with_columns(
-            (pl.col("rate") * q_expr).alias("amount"),
-            pl.when(pl.col("is_rate")).then(pl.lit("rate")).otherwise(pl.lit("cost")).alias("origin"),
-        )
-        rate_in = on_seg.filter(pl.col("is_rate")).group_by("category", "pool").agg(pl.col("amount").sum()).select(
-            pl.lit("rate").alias("origin"), (pl.lit("rate:") + pl.col("pool")).alias("id"), "category", "pool",
-            "amount",
-        )
-        # One plan for both: the join is computed once and only money columns materialise.
-        rate_in, spread_money = pl.collect_all([rate_in, _money_frame(destination(on_seg.filter(pl.col("amount") != 0)))])
-        inputs.append(rate_in)
-        pieces.append(spread_money)
-
-    # ---- measured energy: priced where no power cost row covers the time -----------------
-    if "power" in included:
-        covered = set()
-        for k0, k1 in shared.filter(pl.col("category") == "power").select("k0", "k1").iter_rows():
-            covered.update(range(k0, k1 + 1))
-        measured = seg.filter(~pl.col("slot").is_in(sorted(covered)) & (pl.col("kwh_fac") > 0)).select(
-            *_SEG_KEEP, "energy_cost"
-        ).with_columns(
-            pl.col("energy_cost").alias("amount"),
-            pl.lit("power").alias("category"),
-            pl.lit("energy").alias("origin"),
-            pl.lit("measured_energy").alias("driver"),
-        )
+    # ---- measured energy: priced where no power cost row of its pool covers the time --------
+    if "power" in config.boundary.included:
+        measured = _measured_energy(seg, shared.filter(pl.col("category") == "power"))
         if measured.height:
             pieces.append(_money_frame(destination(measured)))
             inputs.append(
@@ -267,20 +273,132 @@ def spread_costs(
     # ---- project drivers: tokens, requests, shares, even ----------------------------------
     proj_costs = shared.filter(pl.col("drv").is_in(list(PROJECT_DRIVERS)))
     if proj_costs.height:
-        pieces.append(_spread_by_project(proj_costs, project_weights, seg, slots, slot_day, config, gaps))
+        pieces.append(_spread_by_project(proj_costs, weights, slots, seg, period, config, gaps))
 
     money = pl.concat([pl.DataFrame(schema=MONEY_SCHEMA), *(p for p in pieces if p.height)], how="vertical")
     inputs_df = pl.concat([i.select("origin", "id", "category", "pool", pl.col("amount").cast(pl.Float64)) for i in inputs])
-    return Spread(money=money, inputs=inputs_df, cost_rates=pl.concat([cost_rates, rate_rows]), gaps=gaps)
+    return Spread(money=money, inputs=inputs_df, cost_rates=cost_rates, gaps=gaps)
 
 
-def _unspread(rows: pl.DataFrame, slot_day: pl.DataFrame) -> pl.DataFrame:
+def _segment_money(seg: pl.DataFrame, cost_rates: pl.DataFrame) -> pl.DataFrame:
+    """Money per segment and (driver, category, rate or cost): the segment's quantity per second
+    times the integral of the summed prices in force over its time.
+
+    The prices of one (pool or fleet, driver, category, origin) add up to one step function of
+    time; its running integral answers every segment with two look-ups. Rows: segments x the
+    price groups of their pool, never segments x cost rows.
+    """
+    group = ["driver", "category", "is_rate"]
+    pooled = cost_rates.filter(pl.col("pool").is_not_null())
+    fleet = cost_rates.filter(pl.col("pool").is_null())
+    seg_q = seg.select(*_SEG_KEEP, "t0", "t1", "dur_s", *SEGMENT_DRIVERS.values())
+    parts = []
+    for prices, keys in ((pooled, ["pool", *group]), (fleet, group)):
+        if prices.height == 0:
+            continue
+        integral = StepIntegral.of(prices, keys, "cs", "ce", "rate")
+        pairs = seg_q.join(prices.select(keys).unique(), on=[k for k in keys if k == "pool"] or None,
+                           how="inner" if "pool" in keys else "cross")
+        pairs = pairs.with_columns(_quantity(pl.col("driver")).alias("q")).filter(pl.col("q") > 0)
+        pairs = integral.integral(pairs, "t0", "t1", "price_s")
+        parts.append(
+            pairs.with_columns(
+                (pl.col("q") / pl.col("dur_s") * pl.col("price_s")).alias("amount"),
+                pl.when(pl.col("is_rate")).then(pl.lit("rate")).otherwise(pl.lit("cost")).alias("origin"),
+            ).filter(pl.col("amount") != 0)
+        )
+    if not parts:
+        return pl.DataFrame(schema=MONEY_SCHEMA)
+    return _money_frame(destination(pl.concat(parts)))
+
+
+def _measured_energy(seg: pl.DataFrame, power_rows: pl.DataFrame) -> pl.DataFrame:
+    """Segments' measured energy cost where no shared power cost row of their pool (or the fleet)
+    is in force: there the bill is spread by energy instead, so energy is never paid twice."""
+    used = seg.filter(pl.col("kwh_fac") > 0).select(*_SEG_KEEP, "t0", "t1", "energy_cost")
+    if power_rows.height == 0 or used.height == 0:
+        covered = used.with_columns(pl.lit(0.0).alias("share"))
+    else:
+        pools = used.select("pool").unique().drop_nulls()
+        spans = pl.concat(
+            [
+                power_rows.filter(pl.col("pool").is_not_null()).select("pool", "cs", "ce"),
+                # A fleet-wide power row covers every pool.
+                power_rows.filter(pl.col("pool").is_null()).select("cs", "ce").join(pools, how="cross").select("pool", "cs", "ce"),
+            ]
+        )
+        dur = micros("t1") - micros("t0")
+        in_pool = Coverage.of(spans, "pool", "cs", "ce").covered(used.filter(pl.col("pool").is_not_null()), "t0", "t1")
+        no_pool = Coverage.of(power_rows.filter(pl.col("pool").is_null()), [], "cs", "ce").covered(
+            used.filter(pl.col("pool").is_null()), "t0", "t1"
+        )
+        covered = pl.concat([in_pool, no_pool]).with_columns((pl.col("covered_us") / dur).alias("share")).drop("covered_us")
+    return covered.filter(pl.col("share") < 1).with_columns(
+        (pl.col("energy_cost") * (1 - pl.col("share"))).alias("amount"),
+        pl.lit("power").alias("category"),
+        pl.lit("energy").alias("origin"),
+        pl.lit("measured_energy").alias("driver"),
+    ).drop("t0", "t1", "share", "energy_cost")
+
+
+def project_slots(costs: pl.DataFrame, period: Period, config: Config) -> pl.DataFrame:
+    """The slots the project drivers spread over: the period cut at its local midnights and at
+    the edges of the shared cost rows spread by tokens, requests, shares or evenly (only
+    those: nothing else cuts time for them)."""
+    c = in_boundary(costs, period, config).filter(
+        pl.col("owner").is_null() & pl.col("drv").is_in(list(PROJECT_DRIVERS)) & (pl.col("ce") > pl.col("cs"))
+    )
+    return time_slots(period, pl.concat([c["cs"], c["ce"]]))
+
+
+def time_slots(period: Period, edges: pl.Series | None = None) -> pl.DataFrame:
+    """[g0, g1) slots of the period cut at its local midnights and at `edges`: slot, g0, g1, day, slot_s."""
+    cuts = [pl.Series("t", [period.start, period.end], dtype=TS), pl.Series("t", day_edges(period), dtype=TS)]
+    if edges is not None:
+        cuts.append(edges.cast(TS).rename("t"))
+    g = pl.concat(cuts).to_frame().filter(
+        (pl.col("t") >= pl.lit(period.start, dtype=TS)) & (pl.col("t") <= pl.lit(period.end, dtype=TS))
+    ).unique().sort("t")
+    return (
+        g.with_columns(pl.col("t").shift(-1).alias("g1"))
+        .rename({"t": "g0"})
+        .drop_nulls("g1")
+        .with_row_index("slot")
+        .with_columns(
+            pl.col("slot").cast(pl.Int64),
+            pl.col("g0").dt.convert_time_zone(period.timezone).dt.date().alias("day"),
+            seconds(pl.col("g1") - pl.col("g0")).alias("slot_s"),
+        )
+    )
+
+
+def slot_range(frame: pl.DataFrame, slots: pl.DataFrame, start: str, end: str) -> pl.DataFrame:
+    """Add k0, k1: the first and last slot of each [start, end), by binary search (the edges
+    are slot edges, or fall inside a slot for a bare day split)."""
+    g0 = slots["g0"]
+    return frame.with_columns(
+        (g0.search_sorted(frame[start], side="right").cast(pl.Int64) - 1).alias("k0"),
+        (g0.search_sorted(frame[end], side="left").cast(pl.Int64) - 1).alias("k1"),
+    )
+
+
+def by_day(rows: pl.DataFrame, period: Period) -> pl.DataFrame:
+    """Rows with a span [cs, ce) once per local day it touches, with `day` and `f`, the share of
+    the span's time in that day (a direct cost is spread over its days by time)."""
+    slots = time_slots(period)
+    x = slot_range(rows, slots, "cs", "ce").with_columns(pl.int_ranges("k0", pl.col("k1") + 1).alias("slot")).explode("slot")
+    x = x.join(slots.select("slot", "g0", "g1", "day"), on="slot")
+    part = seconds(pl.min_horizontal("ce", "g1") - pl.max_horizontal("cs", "g0"))
+    return x.with_columns((part / seconds(pl.col("ce") - pl.col("cs"))).alias("f")).drop("g0", "g1", "k0", "k1", "slot")
+
+
+def _unspread(rows: pl.DataFrame, period: Period) -> pl.DataFrame:
     """Costs with no driver quantity in their scope: kept whole in idle, never dropped."""
     if rows.height == 0:
         return pl.DataFrame(schema=MONEY_SCHEMA)
-    out = rows.join(slot_day.select(pl.col("slot").alias("k0"), "day"), on="k0", how="left").with_columns(
+    out = rows.with_columns(
         pl.lit(IDLE).alias("dest"), pl.lit("unspread").alias("origin"), pl.col("amount_in").alias("amount"),
-        pl.col("drv").alias("driver"),
+        pl.col("drv").alias("driver"), pl.col("cs").dt.convert_time_zone(period.timezone).dt.date().alias("day"),
     )
     return _money_frame(out)
 
@@ -288,14 +406,20 @@ def _unspread(rows: pl.DataFrame, slot_day: pl.DataFrame) -> pl.DataFrame:
 def _spread_by_project(
     costs: pl.DataFrame,
     weights: pl.DataFrame,
-    seg: pl.DataFrame,
     slots: pl.DataFrame,
-    slot_day: pl.DataFrame,
+    seg: pl.DataFrame,
+    period: Period,
     config: Config,
     gaps: list[tuple[str, str]],
 ) -> pl.DataFrame:
-    """Spread cost rows over projects by tokens, requests, fixed shares or evenly."""
-    slot_h = slots.select("slot", (seconds(pl.col("g1") - pl.col("g0")) / 3600).alias("slot_h"))
+    """Spread cost rows over projects by tokens, requests, fixed shares or evenly.
+
+    `slots` (project_slots) cut time at the local midnights and at these rows' own edges, so
+    a row's weights are the requests inside its span (its money lands on the days they were
+    sent); `weights` are the requests with their slot, summed per (slot, project) before any
+    row meets them.
+    """
+    slot_h = slots.select("slot", (pl.col("slot_s") / 3600).alias("slot_h"))
     # Who counts for `even`: projects with any usage (allocations or requests) in the period.
     users = pl.concat(
         [
@@ -305,7 +429,7 @@ def _spread_by_project(
     ).unique()
     shares = _share_table(config, users, gaps)
     out = []
-    ex = costs.with_columns(pl.int_ranges("k0", pl.col("k1") + 1).alias("slot")).explode("slot")
+    ex = slot_range(costs, slots, "cs", "ce").with_columns(pl.int_ranges("k0", pl.col("k1") + 1).alias("slot")).explode("slot")
     for drv in PROJECT_DRIVERS:
         part = ex.filter(pl.col("drv") == drv)
         if part.height == 0:
@@ -326,13 +450,13 @@ def _spread_by_project(
         missing = part.filter(~pl.col("cost_id").is_in(sorted(got))).unique("cost_id")
         for cid in missing["cost_id"].head(20).to_list():
             gaps.append(("cost not spread", f"cost {cid}: no {drv} during its span; kept as idle"))
-        out.append(_unspread(missing, slot_day))
+        out.append(_unspread(missing, period))
         rows = rows.with_columns(
             (pl.col("amount_in") * pl.col("f")).alias("amount"),
             pl.lit("cost").alias("origin"),
             pl.col("drv").alias("driver"),
             pl.lit(None, dtype=pl.String).alias("allocation_id"),
-        ).join(slot_day.select("slot", "day"), on="slot", how="left")
+        ).join(slots.select("slot", "day"), on="slot", how="left")
         out.append(_money_frame(destination(rows)))
     return pl.concat(out) if out else pl.DataFrame(schema=MONEY_SCHEMA)
 

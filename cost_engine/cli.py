@@ -16,16 +16,19 @@ def _fail(msg: str) -> None:
     sys.exit(2)
 
 
+UNATTRIBUTED_SHOWN = 10  # unmapped owner keys listed by the terminal summary
+
+
 def _money(v) -> str:
-    return "-" if v is None else f"{v:,.2f}"
+    return "unknown" if v is None else f"{v:,.2f}"
 
 
 def _hours(v) -> str:
-    return "-" if v is None else f"{v:,.1f}"
+    return "unknown" if v is None else f"{v:,.1f}"
 
 
 def _pct(v) -> str:
-    return "-" if v is None else f"{100 * v:.1f}%"
+    return "unknown" if v is None else f"{100 * v:.1f}%"
 
 
 @click.group()
@@ -80,7 +83,7 @@ def render_summary(rep: dict, top: int = 5) -> str:
             _hours(t["available_gpu_hours"]), _hours(t["allocated_gpu_hours"]), _hours(t["active_gpu_hours"])),
         "             allocation rate {:>7}   idle rate {:>7}   avg util {:>6}   telemetry coverage {:>7}".format(
             _pct(t["allocation_rate"]), _pct(t["idle_rate"]),
-            "-" if t["avg_util_pct"] is None else f"{t['avg_util_pct']:.1f}%", _pct(t["telemetry_coverage"])),
+            "unknown" if t["avg_util_pct"] is None else f"{t['avg_util_pct']:.1f}%", _pct(t["telemetry_coverage"])),
         f"cost         {_money(t['cost'])} {cur}   per GPU-hour {_money(t['cost_per_gpu_hour'])}"
         f"   per allocated GPU-hour {_money(t['cost_per_allocated_gpu_hour'])}",
         f"energy       {_hours(t['energy_kwh_gpu'])} kWh GPU   {_hours(t['energy_kwh_facility'])} kWh facility"
@@ -107,7 +110,11 @@ def render_summary(rep: dict, top: int = 5) -> str:
         f"  difference   {rc['difference']:>14.6f}",
     ]
     if rep["unattributed"]:
-        lines.append("unattributed keys: " + ", ".join(f"{u['source']}:{u['key']} ({_money(u['cost'])})" for u in rep["unattributed"]))
+        # The costliest few: a gateway log can carry a million unmapped keys (all in --json).
+        keys = rep["unattributed"][:UNATTRIBUTED_SHOWN]
+        more = len(rep["unattributed"]) - len(keys)
+        lines.append("unattributed keys: " + ", ".join(f"{u['source']}:{u['key']} ({_money(u['cost'])})" for u in keys)
+                     + (f", and {more:,} more (see --json)" if more > 0 else ""))
     if rep["rejected"]:
         lines.append(f"rejected rows: {len(rep['rejected'])} (see --json)")
     if rep["gaps"]:

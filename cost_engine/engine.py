@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 import polars as pl
 
@@ -11,7 +12,7 @@ from . import activity, allocation, idle, tokens
 from .bundle import Bundle, release_pages, spill_folder
 from .config import Config
 from .contract import IDLE, TS
-from .ledger import Ledger, Period, build_ledger, cards_frame, clip, day_edges, resolve_period
+from .ledger import Ledger, Period, build_ledger, cards_frame, clip, resolve_period
 from .ownership import Ownership
 from .tariffs import Bands
 from .telemetry import FrameTelemetry, TelemetrySource
@@ -36,7 +37,7 @@ class Computation:
     money_spread: pl.DataFrame  # after the drivers, before idle chargeback and recharge
     money_before_recharge: pl.DataFrame  # after idle chargeback, before inference recharge
     inputs: pl.DataFrame  # input side of the reconciliation
-    cost_rates: pl.DataFrame  # per cost row: rate per driver unit (lineage)
+    cost_rates: pl.DataFrame  # per cost and rate row: price per driver unit while in force (lineage)
     requests: pl.DataFrame  # requests in the period, resolved
     models: pl.DataFrame  # by_model table
     idle: pl.DataFrame  # idle pieces with cause (s_idx, kind, cause, gpu_hours, idle_frac, energy_kwh_gpu)
@@ -48,25 +49,57 @@ class Computation:
     gaps: list[tuple[str, str]] = field(default_factory=list)
 
 
-def _global_points(bundle: Bundle, period: Period) -> list:
-    """Instants every card is cut at, so spans, buckets and annotations are unions of segments.
+def _edges(frame: pl.DataFrame, key: str | None, start: str, end: str) -> pl.DataFrame:
+    """(key, t): both edges of each row's [start, end)."""
+    k = [key] if key else []
+    return pl.concat([frame.select(*k, pl.col(c).cast(TS).alias("t")) for c in (start, end)]).drop_nulls("t")
 
-    Tariff edges are not among them: the telemetry stage prices energy by tariff band (see
-    tariffs.py), which gives the same figures without cutting every card at every tariff edge.
+
+def card_cuts(bundle: Bundle, cards: pl.DataFrame, config: Config, period: Period, sampled: pl.Series) -> pl.DataFrame:
+    """(gpu_id, t): where each card's ledger is cut beyond its allocations and the days.
+
+    - Every card, at the events scoped to it or to its node: an event then covers a segment
+      wholly or not at all (records x cards per node).
+    - Cards with telemetry (`sampled`) also at their pool's events and quota/resources waits,
+      and at the edges of the rates and shared cost rows of their pool or the fleet: inside a
+      segment activity and energy are not spread evenly over time, so an idle cause's or a
+      price's share of what the card did needs the cut. Such a card already has a sample every
+      minute or so, so these cuts are fewer than its samples.
+
+    Nothing else cuts a card: a queue wait, a pool's event or a cost row meets a card without
+    telemetry by the share of the segment's time it overlaps (idle.classify,
+    allocation.spread_costs), exact because such a segment's hours and prices are known at
+    every instant without it.
     """
-    cols = [
-        pl.Series(day_edges(period), dtype=TS),
-        bundle["costs"]["start"],
-        bundle["costs"]["end"],
-        bundle["rates"]["start"].drop_nulls(),
-        bundle["rates"]["end"].drop_nulls(),
-        bundle["events"]["start"],
-        bundle["events"]["end"],
-        bundle["queue"]["submit"],
-        bundle["queue"]["start"].drop_nulls(),
-    ]
-    s = pl.concat([c.cast(TS).rename("t") for c in cols])
-    return s.filter((s > period.start) & (s < period.end)).unique().to_list()
+    ev = bundle["events"]
+    parts = [_edges(ev.filter(pl.col("gpu_id").is_not_null()), "gpu_id", "start", "end")]
+    by_node = _edges(ev.filter(pl.col("node").is_not_null()), "node", "start", "end").unique()
+    parts.append(by_node.join(cards.select("gpu_id", "node"), on="node").select("gpu_id", "t"))
+    if sampled.len():
+        q = bundle["queue"].filter(pl.col("reason").is_in(list(idle.QUEUE_CAUSES))).with_columns(
+            pl.col("start").fill_null(pl.lit(period.end, dtype=TS))
+        )
+        c = allocation.in_boundary(bundle["costs"], period, config).filter(
+            pl.col("owner").is_null() & (pl.col("ce") > pl.col("cs"))
+            & ((pl.col("category") == "power") | pl.col("drv").is_in(list(allocation.SEGMENT_DRIVERS)))
+        )
+        r = bundle["rates"].filter(pl.col("category").is_in(sorted(config.boundary.included)))
+        by_pool = pl.concat(
+            [
+                _edges(ev.filter(pl.col("pool").is_not_null()), "pool", "start", "end"),
+                _edges(q, "pool", "submit", "start"),
+                _edges(c.filter(pl.col("pool").is_not_null()), "pool", "cs", "ce"),
+                _edges(r, "pool", "start", "end"),
+            ]
+        ).unique()
+        sampled_cards = cards.filter(pl.col("gpu_id").is_in(sampled.implode())).select("gpu_id", "pool")
+        parts.append(by_pool.join(sampled_cards, on="pool").select("gpu_id", "t"))
+        fleet = _edges(c.filter(pl.col("pool").is_null()), None, "cs", "ce").unique()
+        parts.append(sampled_cards.select("gpu_id").join(fleet, how="cross"))
+    p0, p1 = pl.lit(period.start, dtype=TS), pl.lit(period.end, dtype=TS)
+    return pl.concat([p.select("gpu_id", pl.col("t").cast(TS)) for p in parts]).filter(
+        (pl.col("t") > p0) & (pl.col("t") < p1)
+    )
 
 
 def compute(bundle: Bundle, config: Config, telemetry: TelemetrySource | None = None) -> Computation:
@@ -105,7 +138,10 @@ def compute(bundle: Bundle, config: Config, telemetry: TelemetrySource | None = 
             )
             alloc = alloc.join(unknown.select("allocation_id"), on="allocation_id", how="anti")
 
-    ledger = build_ledger(cards, has_inventory, alloc, period, _global_points(bundle, period))
+    source = telemetry if telemetry is not None else FrameTelemetry(bundle["telemetry"])
+    with source.reader() as r:
+        sampled = r.cards(period.start - timedelta(seconds=config.activity.max_sample_gap_s), period.end)
+    ledger = build_ledger(cards, has_inventory, alloc, period, card_cuts(bundle, cards, config, period, sampled))
     for row in (
         ledger.conflicts.group_by("gpu_id")
         .agg(
@@ -121,7 +157,6 @@ def compute(bundle: Bundle, config: Config, telemetry: TelemetrySource | None = 
              f"{row['gpu_id']}: shares sum to {row['share_sum']:g} for {row['s'] / 3600:.2f} h from {row['t0']:%Y-%m-%d %H:%M}Z; split pro rata")
         )
 
-    source = telemetry if telemetry is not None else FrameTelemetry(bundle["telemetry"])
     multi = (
         alloc.filter(pl.col("job_id").is_not_null())
         .group_by("job_id")
@@ -160,11 +195,13 @@ def compute(bundle: Bundle, config: Config, telemetry: TelemetrySource | None = 
     else:  # in the same batches: resolving millions at once holds several copies
         raw = bundle["requests"].iter_slices(REQUEST_SLICE_ROWS)
     n_requests = bundle.held_rows.get("requests", bundle["requests"].height)
+    # The slots the tokens, requests, shares and even drivers spread over (days and those rows' edges).
+    slots = allocation.project_slots(bundle["costs"], period, config)
     with contextlib.ExitStack() as stack:
         # Millions of resolved requests live in memory-mapped spill files, like a big bundle's
         # tables: resident only while scanned (bundle.release_pages), not all the time.
         keep = stack.enter_context(spill_folder()) if n_requests > SPILL_REQUESTS_ABOVE else None
-        req = tokens.prepare_requests(raw, period, config, own.resolve, ledger.slots, keep=keep)
+        req = tokens.prepare_requests(raw, period, config, own.resolve, slots, keep=keep)
     del raw
     release_pages()  # a big bundle's requests are mapped from the reader's spill: done with them
     no_latency = req.select((pl.col("latency_ms").is_null() | pl.col("ttft_ms").is_null()).sum()).item()
@@ -173,7 +210,7 @@ def compute(bundle: Bundle, config: Config, telemetry: TelemetrySource | None = 
     weights = req.select("slot", "project", "tenant", "owner", "source", "tokens_w", "requests")
 
     spread = allocation.spread_costs(
-        seg, bundle["costs"], bundle["rates"], weights, ledger.slots, period, config, own.resolve
+        seg, bundle["costs"], bundle["rates"], weights, slots, period, config, own.resolve
     )
     release_pages()  # the spread scanned the requests' weights (mapped pages when spilled)
     gaps += spread.gaps
@@ -184,7 +221,7 @@ def compute(bundle: Bundle, config: Config, telemetry: TelemetrySource | None = 
     money = tokens.recharge(money, req, config)
     models, mgaps = tokens.model_table(money_before, seg, req, config)
     gaps += mgaps
-    idle_pieces = idle.classify(seg, bundle["events"], bundle["queue"], period)
+    idle_pieces = idle.classify(seg, bundle["events"], bundle["queue"], period, ledger.cards, spread.cost_rates)
 
     coverage_gap = seg.filter(pl.col("allocation_id").is_not_null()).select(
         (pl.col("alloc_h") - pl.col("covered_h")).sum()
@@ -226,7 +263,7 @@ def enrich_segments(
             how="left",
         )
         .join(oversized, on=["e_idx", "job_id"], how="left")
-        .with_columns(pl.col("over_s", "over_j").fill_null(0.0))
+        .with_columns(pl.col("over_s", "over_util_s", "over_j", "over_price_j").fill_null(0.0))
     )
     share = pl.col("capacity") * pl.col("eff") / 3600
     seg = seg.with_columns(
@@ -237,6 +274,13 @@ def enrich_segments(
         .then(share * pl.col("util_s") / 100.0)
         .otherwise(0.0)
         .alias("util_h"),
+        # Util-weighted hours of the inactive part (and of its oversized-request part): what money
+        # spread by utilization paid for held idle time.
+        pl.when(pl.col("allocation_id").is_not_null())
+        .then(share * pl.col("idle_util_s") / 100.0)
+        .otherwise(0.0)
+        .alias("idle_util_h"),
+        (share * pl.col("over_util_s") / 100.0).alias("oversized_util_h"),
         (pl.col("eff") * pl.col("joules")).alias("joules"),
         (pl.col("eff") * pl.col("idle_joules")).alias("idle_joules"),
         (share * pl.col("over_s")).alias("oversized_h"),
@@ -248,8 +292,10 @@ def enrich_segments(
         (pl.col("eff") * pl.col("price_j") / J_PER_KWH * e.server_overhead * e.pue).alias("energy_cost"),
         # The part of it drawn while inactive: what held idle time cost in measured energy.
         (pl.col("eff") * pl.col("idle_price_j") / J_PER_KWH * e.server_overhead * e.pue).alias("idle_energy_cost"),
+        # The part drawn while a sibling card of the job worked (the oversized-request cause).
+        (pl.col("eff") * pl.col("over_price_j") / J_PER_KWH * e.server_overhead * e.pue).alias("oversized_energy_cost"),
         (pl.col("eff") * pl.col("carbon_j") / J_PER_KWH * e.server_overhead * e.pue).alias("carbon_g"),
-    ).drop("price_j", "idle_price_j", "carbon_j")
+    ).drop("price_j", "idle_price_j", "carbon_j", "over_price_j")
     return seg.with_columns(bands.carbon_known(seg["t0"], seg["t1"]).alias("carbon_known"))
 
 

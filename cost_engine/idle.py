@@ -5,116 +5,194 @@ from __future__ import annotations
 import polars as pl
 
 from .contract import TS
+from .intervals import Precedence, StepIntegral, WeightedPrecedence, micros
 from .ledger import Period, split_by
 
 UNALLOCATED_EVENT_KINDS = ("degraded_hardware", "maintenance")
 ALLOCATED_EVENT_KINDS = ("network_bottleneck", "storage_bottleneck", "data_loading", "degraded_hardware")
 
 
-def _event_hits(seg: pl.DataFrame, events: pl.DataFrame, kinds: tuple[str, ...]) -> pl.DataFrame:
-    """(s_idx, kind_rank) for segments covered by an event of the given kinds, by card, node or pool."""
+# Queue reasons that explain free cards, in precedence order after the unallocated events.
+QUEUE_CAUSES = {"quota": "quota", "resources": "fragmentation"}
+
+
+def _ranked_events(events: pl.DataFrame, kinds: tuple[str, ...], cards: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Events of `kinds` with their precedence rank: (gpu_id, start, end, rank) for those scoped
+    to a card or its node (one row per card of the node) and (pool, start, end, rank) for those
+    scoped to a pool."""
     ev = events.filter(pl.col("kind").is_in(list(kinds))).with_columns(
         pl.col("kind").replace_strict({k: i for i, k in enumerate(kinds)}, return_dtype=pl.Int64).alias("rank")
     )
-    if ev.height == 0:
-        return pl.DataFrame(schema={"s_idx": pl.Int64, "rank": pl.Int64})
-    keyed = []
-    for scope in ("gpu_id", "node", "pool"):
-        e = ev.filter(pl.col(scope).is_not_null()).select(scope, pl.col("start").alias("ev0"), pl.col("end").alias("ev1"), "rank")
-        if e.height:
-            keyed.append(
-                seg.select("s_idx", scope, "t0", "t1")
-                .join(e, on=scope)
-                # Event edges are cut points of the ledger, so a segment is inside or outside.
-                .filter((pl.col("t0") >= pl.col("ev0")) & (pl.col("t1") <= pl.col("ev1")))
-                .select("s_idx", "rank")
-            )
-    if not keyed:
-        return pl.DataFrame(schema={"s_idx": pl.Int64, "rank": pl.Int64})
-    return pl.concat(keyed).group_by("s_idx").agg(pl.col("rank").min())
-
-
-def _queue_hits(seg: pl.DataFrame, queue: pl.DataFrame, period: Period) -> pl.DataFrame:
-    """(s_idx, qrank) for unallocated segments while a job waited in the same pool: 0 quota, 1 resources."""
-    q = queue.filter(pl.col("reason").is_in(["quota", "resources"])).select(
-        "pool",
-        pl.col("submit").alias("q0"),
-        pl.col("start").fill_null(pl.lit(period.end, dtype=TS)).alias("q1"),
-        pl.when(pl.col("reason") == "quota").then(0).otherwise(1).cast(pl.Int64).alias("qrank"),
+    cols = ("start", "end", "rank")
+    on_card = pl.concat(
+        [
+            ev.filter(pl.col("gpu_id").is_not_null()).select("gpu_id", *cols),
+            ev.filter(pl.col("node").is_not_null()).select("node", *cols).join(cards.select("gpu_id", "node"), on="node")
+            .select("gpu_id", *cols),
+        ]
     )
-    if q.height == 0:
-        return pl.DataFrame(schema={"s_idx": pl.Int64, "qrank": pl.Int64})
-    return (
-        seg.select("s_idx", "pool", "t0", "t1")
-        .join(q, on="pool")
-        .filter((pl.col("t0") >= pl.col("q0")) & (pl.col("t1") <= pl.col("q1")))
-        .group_by("s_idx")
-        .agg(pl.col("qrank").min())
-    )
+    on_pool = ev.filter(pl.col("pool").is_not_null()).select("pool", *cols)
+    return on_card, on_pool
 
 
-def classify(seg: pl.DataFrame, events: pl.DataFrame, queue: pl.DataFrame, period: Period) -> pl.DataFrame:
+def _cause_shares(pieces: pl.DataFrame, on_card: pl.DataFrame, on_pool: pl.DataFrame, n: int,
+                  prices: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Per piece (s_idx, gpu_id, pool, t0, t1) the share of its time won by each of n ranked causes.
+
+    Two precedence timelines (intervals.Precedence) say how long each rank was the first match:
+    the card's own (events on it or its node) and its pool's. A card is cut at every event on
+    it or its node (engine.card_cuts), so the card's timeline covers a piece wholly or not at
+    all, and the time won by a rank <= k is the larger of the two timelines' (m_k). Cause k
+    gets m_k - m_(k-1) of the piece; returns s_idx, level (0..n-1; n = none of them), share.
+
+    With `prices` (pool, cs, ce, rate: the price per capacity-hour of the rows in force), also
+    `price_share`: the part of what those prices charged the piece that fell in each cause's
+    time (intervals.WeightedPrecedence), so a price that changes inside a free segment is paid
+    by the cause that held the time then.
+    """
+    q = pieces.select("s_idx", "gpu_id", "pool", "t0", "t1")
+    q = Precedence.of(on_card, "gpu_id", n).won(q, "t0", "t1", "_c")
+    pool_line = Precedence.of(on_pool, "pool", n)
+    q = pool_line.won(q, "t0", "t1", "_p")
+    dur = (micros("t1") - micros("t0")).cast(pl.Float64)
+    card = [pl.sum_horizontal(*(f"_c{r}" for r in range(k + 1))) for k in range(n)]
+    m = [pl.max_horizontal(card[k], pl.sum_horizontal(*(f"_p{r}" for r in range(k + 1)))) for k in range(n)]
+
+    def shares(m: list[pl.Expr], total: pl.Expr, name: str) -> list[pl.Expr]:
+        out = [(m[0] / total).alias(f"{name}0")]
+        out += [((m[k] - m[k - 1]) / total).alias(f"{name}{k}") for k in range(1, n)]
+        return out + [(1.0 - m[n - 1] / total).alias(f"{name}{n}")]
+
+    cols = shares(m, dur, "_s")
+    if prices is not None:
+        q = WeightedPrecedence.of(pool_line, StepIntegral.of(prices, "pool", "cs", "ce", "rate")).weighted(
+            q, "t0", "t1", "_v"
+        )
+        paid = pl.sum_horizontal(*(f"_v{r}" for r in range(n + 1)))
+        # Where the card's own cause covers the piece, it takes everything the prices charged.
+        money = [pl.when(card[k] > 0).then(paid).otherwise(pl.sum_horizontal(*(f"_v{r}" for r in range(k + 1))))
+                 for k in range(n)]
+        cols += [pl.when(paid > 0).then(e).otherwise(pl.col(f"_s{k}")).alias(f"_m{k}")
+                 for k, e in enumerate(shares(money, paid, "_x"))]
+    wide = q.with_columns(cols[: n + 1]).with_columns(cols[n + 1:])
+    return pl.concat(
+        [wide.select("s_idx", pl.lit(k, dtype=pl.Int64).alias("level"), pl.col(f"_s{k}").alias("share"),
+                     pl.col(f"_m{k}" if prices is not None else f"_s{k}").alias("price_share"))
+         for k in range(n + 1)]
+    ).filter((pl.col("share") > 0) | (pl.col("price_share") > 0))
+
+
+def _capacity_prices(cost_rates: pl.DataFrame | None, free: pl.DataFrame) -> pl.DataFrame | None:
+    """(pool, cs, ce, rate): the price per capacity-hour of every rate and capacity_hours cost row
+    in force in each pool (fleet-wide rows once per pool of a free segment)."""
+    if cost_rates is None:
+        return None
+    cap = cost_rates.filter(pl.col("driver") == "capacity_hours")
+    pools = free.select("pool").drop_nulls().unique()
+    return pl.concat([
+        cap.filter(pl.col("pool").is_not_null()).select("pool", "cs", "ce", "rate"),
+        cap.filter(pl.col("pool").is_null()).select("cs", "ce", "rate").join(pools, how="cross").select("pool", "cs", "ce", "rate"),
+    ])
+
+
+def classify(seg: pl.DataFrame, events: pl.DataFrame, queue: pl.DataFrame, period: Period,
+             cards: pl.DataFrame | None = None, cost_rates: pl.DataFrame | None = None) -> pl.DataFrame:
     """Idle pieces of the ledger with their cause.
 
-    Returns rows (s_idx, kind, cause, gpu_hours, idle_frac): `unallocated` segments whole,
-    and the inactive part of allocated segments (covered time below the activity rule).
+    Returns rows (s_idx, kind, cause, gpu_hours, idle_frac, energy_kwh_gpu, tariff_cost: the piece's
+    GPU joules priced at the tariff in force when drawn, as facility energy; util_hours: the
+    piece's util-weighted hours, what money spread by utilization paid for; price_frac: the
+    piece's part of its segment's capacity-hours money, by the prices in force in its time,
+    given `cost_rates` (allocation.Spread.cost_rates)): the unallocated
+    segments and the inactive part of allocated segments (covered time below the activity
+    rule), a segment split between causes by the share of its time each cause wins. A queue
+    wait or a pool's event does not cut a card that has no telemetry: its free time is
+    spread evenly over the segment, so the cause's share of the time is exact, and a card
+    with telemetry is cut at those edges (engine.card_cuts) so its energy is too.
     """
+    if cards is None:
+        cards = seg.select("gpu_id", "node").unique()
+    kwh = 1 / 3_600_000.0
+
+    # Unallocated: degraded hardware, maintenance, then jobs waiting on quota / resources.
     free = seg.filter(pl.col("allocation_id").is_null())
-    ev = _event_hits(free, events, UNALLOCATED_EVENT_KINDS)
-    qh = _queue_hits(free, queue, period)
+    un_kinds = (*UNALLOCATED_EVENT_KINDS, *QUEUE_CAUSES.values())
+    on_card, on_pool = _ranked_events(events, UNALLOCATED_EVENT_KINDS, cards)
+    waits = queue.filter(pl.col("reason").is_in(list(QUEUE_CAUSES))).select(
+        "pool",
+        pl.col("submit").alias("start"),
+        pl.col("start").fill_null(pl.lit(period.end, dtype=TS)).alias("end"),
+        (pl.col("reason").replace_strict({r: i for i, r in enumerate(QUEUE_CAUSES)}, return_dtype=pl.Int64)
+         + len(UNALLOCATED_EVENT_KINDS)).alias("rank"),
+    )
+    on_pool = pl.concat([on_pool, waits])
+    names = pl.col("level").replace_strict(dict(enumerate((*un_kinds, "no_demand"))), return_dtype=pl.String)
     free = (
-        free.select("s_idx", "cap_h")
-        .join(ev, on="s_idx", how="left")
-        .join(qh, on="s_idx", how="left")
-        .with_columns(
-            pl.when(pl.col("rank").is_not_null())
-            .then(pl.col("rank").replace_strict(dict(enumerate(UNALLOCATED_EVENT_KINDS)), return_dtype=pl.String))
-            .when(pl.col("qrank") == 0)
-            .then(pl.lit("quota"))
-            .when(pl.col("qrank") == 1)
-            .then(pl.lit("fragmentation"))
-            .otherwise(pl.lit("no_demand"))
-            .alias("cause"),
+        _cause_shares(free, on_card, on_pool, len(un_kinds), _capacity_prices(cost_rates, free))
+        .join(free.select("s_idx", "cap_h", "kwh_gpu", "energy_cost"), on="s_idx")
+        .select(
+            "s_idx",
             pl.lit("unallocated").alias("kind"),
-            pl.col("cap_h").alias("gpu_hours"),
-            pl.lit(1.0).alias("idle_frac"),
+            names.alias("cause"),
+            (pl.col("cap_h") * pl.col("share")).alias("gpu_hours"),
+            pl.col("share").alias("idle_frac"),
+            (pl.col("kwh_gpu") * pl.col("share")).alias("energy_kwh_gpu"),
+            (pl.col("energy_cost") * pl.col("share")).alias("tariff_cost"),
+            pl.lit(0.0).alias("util_hours"),
+            pl.col("price_share").alias("price_frac"),
         )
-        .join(seg.select("s_idx", "kwh_gpu"), on="s_idx")
-        .rename({"kwh_gpu": "energy_kwh_gpu"})
-        .select("s_idx", "kind", "cause", "gpu_hours", "idle_frac", "energy_kwh_gpu")
     )
 
+    # Allocated but inactive: bottleneck and hardware events, then oversized requests.
     held = seg.filter(pl.col("allocation_id").is_not_null()).with_columns(
         (pl.col("covered_h") - pl.col("active_h")).clip(lower_bound=0.0).alias("inactive_h")
+    ).filter(pl.col("inactive_h") > 0)
+    on_card, on_pool = _ranked_events(events, ALLOCATED_EVENT_KINDS, cards)
+    n = len(ALLOCATED_EVENT_KINDS)
+    shares = _cause_shares(held, on_card, on_pool, n).join(
+        held.select("s_idx", "inactive_h", "idle_joules", "idle_energy_cost", "idle_util_h", "oversized_h",
+                    "oversized_joules", "oversized_energy_cost", "oversized_util_h"),
+        on="s_idx",
     )
-    hev = _event_hits(held, events, ALLOCATED_EVENT_KINDS)
-    held = held.filter(pl.col("inactive_h") > 0).join(hev, on="s_idx", how="left")
-    kwh = 1 / 3_600_000.0
-    by_event = held.filter(pl.col("rank").is_not_null()).select(
+    by_event = shares.filter(pl.col("level") < n).select(
         "s_idx",
-        pl.col("rank").replace_strict(dict(enumerate(ALLOCATED_EVENT_KINDS)), return_dtype=pl.String).alias("cause"),
-        pl.col("inactive_h").alias("gpu_hours"),
-        (pl.col("idle_joules") * kwh).alias("energy_kwh_gpu"),
+        pl.col("level").replace_strict(dict(enumerate(ALLOCATED_EVENT_KINDS)), return_dtype=pl.String).alias("cause"),
+        (pl.col("inactive_h") * pl.col("share")).alias("gpu_hours"),
+        (pl.col("idle_joules") * pl.col("share") * kwh).alias("energy_kwh_gpu"),
+        (pl.col("idle_energy_cost") * pl.col("share")).alias("tariff_cost"),
+        (pl.col("idle_util_h") * pl.col("share")).alias("util_hours"),
     )
     # Without an event: the part idle while a sibling card of the job worked is oversized_request,
-    # the rest underutilized.
-    rest = held.filter(pl.col("rank").is_null()).with_columns(
-        pl.min_horizontal("oversized_h", "inactive_h").alias("over_h"),
-        pl.min_horizontal("oversized_joules", "idle_joules").alias("over_j"),
+    # the rest underutilized. The telemetry stage prices the oversized joules at the tariff
+    # they were drawn at, so neither cause's energy cost depends on where the ledger is cut.
+    rest = shares.filter(pl.col("level") == n).with_columns(
+        (pl.col("share") * pl.min_horizontal("oversized_h", "inactive_h")).alias("over_h"),
+        (pl.col("share") * pl.min_horizontal("oversized_joules", "idle_joules")).alias("over_j"),
+        (pl.col("share") * pl.min_horizontal("oversized_energy_cost", "idle_energy_cost")).alias("over_c"),
+        (pl.col("share") * pl.min_horizontal("oversized_util_h", "idle_util_h")).alias("over_u"),
+        (pl.col("share") * pl.col("inactive_h")).alias("rest_h"),
+        (pl.col("share") * pl.col("idle_joules")).alias("rest_j"),
+        (pl.col("share") * pl.col("idle_energy_cost")).alias("rest_c"),
+        (pl.col("share") * pl.col("idle_util_h")).alias("rest_u"),
     )
     oversized = rest.filter(pl.col("over_h") > 0).select(
         "s_idx", pl.lit("oversized_request").alias("cause"), pl.col("over_h").alias("gpu_hours"),
-        (pl.col("over_j") * kwh).alias("energy_kwh_gpu"),
+        (pl.col("over_j") * kwh).alias("energy_kwh_gpu"), pl.col("over_c").alias("tariff_cost"),
+        pl.col("over_u").alias("util_hours"),
     )
-    under = rest.filter(pl.col("inactive_h") - pl.col("over_h") > 1e-12).select(
-        "s_idx", pl.lit("underutilized").alias("cause"), (pl.col("inactive_h") - pl.col("over_h")).alias("gpu_hours"),
-        ((pl.col("idle_joules") - pl.col("over_j")).clip(lower_bound=0.0) * kwh).alias("energy_kwh_gpu"),
+    under = rest.filter(pl.col("rest_h") - pl.col("over_h") > 1e-12).select(
+        "s_idx", pl.lit("underutilized").alias("cause"), (pl.col("rest_h") - pl.col("over_h")).alias("gpu_hours"),
+        ((pl.col("rest_j") - pl.col("over_j")).clip(lower_bound=0.0) * kwh).alias("energy_kwh_gpu"),
+        (pl.col("rest_c") - pl.col("over_c")).clip(lower_bound=0.0).alias("tariff_cost"),
+        (pl.col("rest_u") - pl.col("over_u")).clip(lower_bound=0.0).alias("util_hours"),
     )
     held = (
         pl.concat([by_event, oversized, under])
         .join(seg.select("s_idx", "cap_h"), on="s_idx")
         .with_columns(pl.lit("allocated").alias("kind"), (pl.col("gpu_hours") / pl.col("cap_h")).alias("idle_frac"))
-        .select("s_idx", "kind", "cause", "gpu_hours", "idle_frac", "energy_kwh_gpu")
+        .with_columns(pl.col("idle_frac").alias("price_frac"))
+        .select("s_idx", "kind", "cause", "gpu_hours", "idle_frac", "energy_kwh_gpu", "tariff_cost", "util_hours",
+                "price_frac")
     )
     return pl.concat([free, held])
 
@@ -122,6 +200,8 @@ def classify(seg: pl.DataFrame, events: pl.DataFrame, queue: pl.DataFrame, perio
 # One line per cause: what to do about it (the backlog's "suggested action").
 # Drivers that spread money by energy rather than time (allocation.spread_costs).
 ENERGY_DRIVERS = ("energy", "measured_energy")
+# Drivers that spread money by what the card did (active time, utilization), not by time held.
+ACTIVITY_DRIVERS = ("active_hours", "utilization")
 
 ACTIONS = {
     "no_demand": "shrink, lend out or re-price the pool: cards sat free with nothing queued",
@@ -146,12 +226,16 @@ def detail(seg: pl.DataFrame, pieces: pl.DataFrame, money: pl.DataFrame) -> pl.D
     """Idle pieces with their card, pool, owner, day and cost: the lineage of every idle figure.
 
     `money` is the spread before any idle chargeback, so an idle piece shows what that idle
-    time cost whatever the idle treatment. Unallocated idle carries all of its segment's money.
+    time cost whatever the idle treatment. Unallocated idle carries what its cause's time cost: the
+    capacity prices in force while that cause held the free card (`price_frac`, see classify), and
+    of the rest of its segment's money the share of the time the cause won.
     Allocated idle carries the holder's cost of that time, each dollar by what it paid for:
-    time-driven money by the piece's share of the segment's time; money spread by energy by the
+    time-driven money by the piece's share of the segment's time; money spread by active hours
+    none (it paid for active time); money spread by utilization by the piece's share of the
+    segment's util-weighted hours; money spread by energy by the
     piece's share of the segment's joules; measured energy by the joules drawn while inactive,
-    priced at the tariff in force when they were drawn (`idle_energy_cost`), split between the
-    causes of that segment by their joules. So a held card that idled through a cheap hour and
+    priced at the tariff in force when they were drawn (each piece's `tariff_cost`: the
+    oversized-request part is priced sample by sample in the telemetry stage). So a held card that idled through a cheap hour and
     worked through a dear one is not charged the average price for its idle time.
     """
     by_driver = pl.col("driver")
@@ -160,9 +244,12 @@ def detail(seg: pl.DataFrame, pieces: pl.DataFrame, money: pl.DataFrame) -> pl.D
         .group_by("s_idx")
         .agg(
             pl.col("amount").sum().alias("seg_cost"),
-            pl.col("amount").filter(~by_driver.is_in(ENERGY_DRIVERS).fill_null(False)).sum().alias("_time"),
+            pl.col("amount").filter(~by_driver.is_in((*ENERGY_DRIVERS, *ACTIVITY_DRIVERS)).fill_null(False)).sum()
+            .alias("_time"),
+            pl.col("amount").filter(by_driver == "utilization").sum().alias("_by_util"),
             pl.col("amount").filter(by_driver == "energy").sum().alias("_by_j"),
             pl.col("amount").filter(by_driver == "measured_energy").sum().alias("_measured"),
+            pl.col("amount").filter(by_driver == "capacity_hours").sum().alias("_capacity"),
         )
         .collect()
     )
@@ -174,23 +261,29 @@ def detail(seg: pl.DataFrame, pieces: pl.DataFrame, money: pl.DataFrame) -> pl.D
     def share(num: pl.Expr, den: pl.Expr) -> pl.Expr:
         return pl.when(den > 0).then(num / den).otherwise(0.0)
 
+    # Measured energy money of a segment is its tariff-priced energy where no power bill covers
+    # it: the piece pays its own tariff-priced joules in that proportion.
+    # A free piece pays the capacity prices in force in its own time (price_frac); the rest of
+    # its segment's money (energy: a card with telemetry is cut at every cause's edge) by time.
+    free_cost = (pl.col("seg_cost") - pl.col("_capacity")) * pl.col("idle_frac") + pl.col("_capacity") * pl.col("price_frac")
+    # Money spread by active hours paid for active time only: held idle carries none of it.
     held_cost = (
         pl.col("_time") * pl.col("idle_frac")
+        + pl.col("_by_util") * share(pl.col("util_hours"), pl.col("_util_h"))
         + pl.col("_by_j") * share(piece_j, pl.col("_joules"))
-        + pl.col("_measured") * share(pl.col("_idle_energy_cost"), pl.col("_energy_cost"))
-        * share(piece_j, pl.col("_idle_joules"))
+        + pl.col("_measured") * share(pl.col("tariff_cost"), pl.col("_energy_cost"))
     )
     return (
-        pieces.join(seg.select(*cols, pl.col("joules").alias("_joules"), pl.col("idle_joules").alias("_idle_joules"),
-                               pl.col("energy_cost").alias("_energy_cost"),
-                               pl.col("idle_energy_cost").alias("_idle_energy_cost")), on="s_idx")
+        pieces.join(seg.select(*cols, pl.col("joules").alias("_joules"), pl.col("energy_cost").alias("_energy_cost"),
+                               pl.col("util_h").alias("_util_h")),
+                    on="s_idx")
         .join(seg_cost, on="s_idx", how="left")
-        .with_columns(pl.col("seg_cost", "_time", "_by_j", "_measured").fill_null(0.0))
+        .with_columns(pl.col("seg_cost", "_time", "_by_util", "_by_j", "_measured", "_capacity").fill_null(0.0))
         .with_columns(
-            pl.when(pl.col("kind") == "unallocated").then(pl.col("seg_cost")).otherwise(held_cost).alias("cost")
+            pl.when(pl.col("kind") == "unallocated").then(free_cost).otherwise(held_cost).alias("cost")
         )
-        .drop("seg_cost", "_time", "_by_j", "_measured", "_joules", "_idle_joules", "_energy_cost",
-              "_idle_energy_cost")
+        .drop("seg_cost", "_time", "_by_util", "_by_j", "_measured", "_capacity", "_joules", "_energy_cost", "_util_h",
+              "tariff_cost", "util_hours", "price_frac")
     )
 
 

@@ -135,14 +135,19 @@ class Ledger:
     period: Period
     cards: pl.DataFrame  # gpu_id, pool, node, accelerator, capacity, svc_start, svc_end
     has_inventory: bool
-    # elementary intervals: e_idx, gpu_id, t0, t1, dur_s, slot, day, share_sum
+    # elementary intervals: e_idx, gpu_id, t0, t1, dur_s, day, share_sum
     intervals: pl.DataFrame
-    # segments: s_idx, e_idx, gpu_id, pool, node, accelerator, capacity, t0, t1, dur_s, slot, day,
+    # segments: s_idx, e_idx, gpu_id, pool, node, accelerator, capacity, t0, t1, dur_s, day,
     #           allocation_id (null = unallocated), eff (share after conflict split), cap_h
     segments: pl.DataFrame
-    # global cut points (sorted, include the period edges) -> slot k = [g[k], g[k+1])
-    slots: pl.DataFrame  # slot, g0, g1
     conflicts: pl.DataFrame  # gpu_id, t0, t1, share_sum
+
+
+def day_cuts(cards: pl.DataFrame, period: Period) -> pl.DataFrame:
+    """(gpu_id, t): every card cut at the midnights of period.timezone, the one bucket edge
+    every daily figure needs (cards x days, linear in each)."""
+    days = pl.DataFrame({"t": pl.Series(day_edges(period), dtype=TS)})
+    return cards.select("gpu_id").join(days, how="cross")
 
 
 def build_ledger(
@@ -150,29 +155,17 @@ def build_ledger(
     has_inventory: bool,
     allocations: pl.DataFrame,
     period: Period,
-    global_points: list[datetime] | pl.Series,
+    cuts: pl.DataFrame | None = None,
 ) -> Ledger:
-    """Cut every card's in-service time at all edges and give each piece its holders.
+    """Cut each card's in-service time at the instants that concern it and give each piece its holders.
 
     `allocations` must already be clipped to the period and restricted to known cards.
-    `global_points` are instants every card is cut at (days, cost spans, tariffs, events),
-    so any cost span or bucket is an exact union of segments.
+    A card is cut at its in-service edges, its allocations' edges, the midnights of the
+    period's time zone and the instants in `cuts` (gpu_id, t) that concern it (events on
+    it or its node, and the edges the engine needs where it has telemetry: see
+    engine.card_cuts). Nothing cuts every card at once, so the segments grow with the
+    records, not with cards x records.
     """
-    g = (
-        pl.concat(
-            [
-                pl.Series("t", list(global_points), dtype=TS),
-                pl.Series("t", [period.start, period.end], dtype=TS),
-            ]
-        )
-        .to_frame()
-        .filter((pl.col("t") >= pl.lit(period.start, dtype=TS)) & (pl.col("t") <= pl.lit(period.end, dtype=TS)))
-        .unique()
-        .sort("t")
-    )
-    slots = g.with_columns(pl.col("t").shift(-1).alias("g1")).rename({"t": "g0"}).drop_nulls("g1")
-    slots = slots.with_row_index("slot").with_columns(pl.col("slot").cast(pl.Int64))
-
     # Clip allocations to their card's in-service window (time outside it has no capacity).
     alloc = (
         allocations.join(cards.select("gpu_id", "svc_start", "svc_end"), on="gpu_id", how="inner")
@@ -182,16 +175,22 @@ def build_ledger(
         )
         .filter(pl.col("a1") > pl.col("a0"))
     )
-
+    extra = [day_cuts(cards, period)]
+    if cuts is not None and cuts.height:
+        extra.append(cuts.select("gpu_id", pl.col("t").cast(TS)))
+    inner = (
+        pl.concat(extra)
+        .join(cards.select("gpu_id", "svc_start", "svc_end"), on="gpu_id")
+        .filter((pl.col("t") > pl.col("svc_start")) & (pl.col("t") < pl.col("svc_end")))
+        .select("gpu_id", "t")
+    )
     card_points = pl.concat(
         [
             cards.select("gpu_id", pl.col("svc_start").alias("t")),
             cards.select("gpu_id", pl.col("svc_end").alias("t")),
             alloc.select("gpu_id", pl.col("a0").alias("t")),
             alloc.select("gpu_id", pl.col("a1").alias("t")),
-            cards.join(g, how="cross")
-            .filter((pl.col("t") > pl.col("svc_start")) & (pl.col("t") < pl.col("svc_end")))
-            .select("gpu_id", "t"),
+            inner,
         ]
     )
     intervals = (
@@ -207,12 +206,6 @@ def build_ledger(
         .sort("gpu_id", "t0")
         .with_row_index("e_idx")
         .with_columns(pl.col("e_idx").cast(pl.Int64), seconds(pl.col("t1") - pl.col("t0")).alias("dur_s"))
-    )
-    intervals = (
-        intervals.sort("t0")
-        .join_asof(slots.select("slot", "g0"), left_on="t0", right_on="g0", strategy="backward")
-        .drop("g0")
-        .sort("e_idx")
     )
     intervals = intervals.with_columns(
         pl.col("t0").dt.convert_time_zone(period.timezone).dt.date().alias("day")
@@ -253,7 +246,7 @@ def build_ledger(
     card_cols = cards.select("gpu_id", "pool", "node", "accelerator", "capacity")
     segments = (
         pl.concat([held.select("e_idx", "allocation_id", "eff"), free])
-        .join(intervals.select("e_idx", "gpu_id", "t0", "t1", "dur_s", "slot", "day"), on="e_idx")
+        .join(intervals.select("e_idx", "gpu_id", "t0", "t1", "dur_s", "day"), on="e_idx")
         .join(card_cols, on="gpu_id")
         .sort("e_idx", "allocation_id", nulls_last=True)
         .with_row_index("s_idx")
@@ -269,6 +262,5 @@ def build_ledger(
         has_inventory=has_inventory,
         intervals=intervals,
         segments=segments,
-        slots=slots,
         conflicts=conflicts,
     )

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from .allocation import SEGMENT_DRIVERS
 from .engine import Computation
+from .intervals import StepIntegral
 
 
 @dataclass
@@ -18,7 +18,7 @@ class Explanation:
     total_cost: float
 
 
-_MONEY_COLS = ("allocation_id", "s_idx", "gpu_id", "model", "workload", "category", "origin", "cost_id", "amount")
+_MONEY_COLS = ("allocation_id", "s_idx", "gpu_id", "model", "workload", "category", "origin", "driver", "cost_id", "amount")
 _REQUEST_COLS = ("request_id", "ts", "model", "owner", "source", "project", "input_tokens", "cached_input_tokens",
                  "output_tokens", "requests", "status", "good")
 
@@ -94,62 +94,47 @@ def _cost_contributions(comp: Computation, money: pl.DataFrame) -> pl.DataFrame:
     energy = money.filter(pl.col("origin").str.starts_with("energy")).group_by("category", "origin").agg(
         pl.col("amount").sum().alias("cost")
     ).with_columns(pl.lit("measured energy").alias("cost_id"))
-    # Segment money was spread with one summed rate per (pool, slot, driver, category); divide
-    # each segment's amount over the cost rows in force by their share of that rate x quantity.
+    # Segment money is a segment's quantity per second x the integral of the prices in force
+    # over its time (allocation._segment_money). So each money row, divided by that integral,
+    # is the entity's quantity per second on that segment; summed over the entity's segments
+    # it is a step function of time, and a cost row's part is its price x the integral of that
+    # function over the row's span: running integrals, no segment meets a cost row.
     seg_money = money.filter(
         pl.col("s_idx").is_not_null() & pl.col("cost_id").is_null() & ~pl.col("origin").str.starts_with("energy")
     )
     parts = []
-    if seg_money.height and comp.cost_rates.height:
-        # Each money row's pool and slot, by its segment: a gather from the segments ordered by
-        # s_idx (no join of the entity's money rows with every segment).
-        where = comp.seg.select("s_idx", "pool", "slot").sort("s_idx")
-        j = seg_money.select("s_idx", "category", "amount")
+    rates = comp.cost_rates
+    if seg_money.height and rates.height:
+        keys = ["driver", "category"]
+        j = seg_money.group_by("s_idx", *keys).agg(pl.col("amount").sum())
+        where = comp.seg.select("s_idx", "pool", "t0", "t1").sort("s_idx")
         if where["s_idx"].equals(pl.Series("s_idx", range(where.height), dtype=where.schema["s_idx"])):
-            j = j.with_columns(where["pool"].gather(j["s_idx"]), where["slot"].gather(j["s_idx"]))
+            j = j.with_columns(*(where[c].gather(j["s_idx"]) for c in ("pool", "t0", "t1")))
         else:  # s_idx not dense (a scoped computation): join
             j = j.join(where, on="s_idx")
-        rates = comp.cost_rates.with_columns(pl.int_ranges("k0", pl.col("k1") + 1).alias("slot")).explode("slot")
-        # The rate rows in force for each (pool, slot, category) the entity's segments touch.
-        keys = j.select("pool", "slot", "category").unique()
-        in_force = pl.concat(
-            [
-                keys.join(rates.filter(pl.col("pool").is_not_null()), on=["pool", "slot", "category"]),
-                keys.join(rates.filter(pl.col("pool").is_null()).drop("pool"), on=["slot", "category"]),
-            ],
-            how="diagonal_relaxed",
-        )
-        # Where every rate in force spreads by the same driver, a segment's split is rate_i /
-        # sum(rates) whatever its quantity: sum the segments first and split once per group.
-        drivers = in_force.group_by("pool", "slot", "category").agg(pl.col("driver").n_unique().alias("n"))
-        group = ["pool", "slot", "category"]
-        single = drivers.filter(pl.col("n") == 1).drop("n")
-        one = j.join(single, on=group, how="semi", nulls_equal=True).group_by(group).agg(pl.col("amount").sum())
+        pooled_rates = rates.filter(pl.col("pool").is_not_null())
+        fleet_rates = rates.filter(pl.col("pool").is_null())
+        j = StepIntegral.of(pooled_rates, ["pool", *keys], "cs", "ce", "rate").integral(
+            j.filter(pl.col("pool").is_not_null()), "t0", "t1", "_rp"
+        ).vstack(j.filter(pl.col("pool").is_null()).with_columns(pl.lit(0.0).alias("_rp")))
+        j = StepIntegral.of(fleet_rates, keys, "cs", "ce", "rate").integral(j, "t0", "t1", "_rf")
+        j = j.with_columns((pl.col("amount") / (pl.col("_rp") + pl.col("_rf"))).alias("a")).filter(pl.col("a").is_finite())
+        found = [
+            StepIntegral.of(j.filter(pl.col("pool").is_not_null()), ["pool", *keys], "t0", "t1", "a").integral(
+                pooled_rates.join(j.select("pool", *keys).unique(), on=["pool", *keys], how="semi"), "cs", "ce", "_q"
+            ),
+            StepIntegral.of(j, keys, "t0", "t1", "a").integral(
+                fleet_rates.join(j.select(keys).unique(), on=keys, how="semi"), "cs", "ce", "_q"
+            ),
+        ]
         parts.append(
-            one.join(in_force, on=group, nulls_equal=True)
-            .with_columns((pl.col("amount") * pl.col("rate") / pl.col("rate").sum().over(group)).alias("cost"))
-            .group_by("cost_id", "category").agg(pl.col("cost").sum())
-        )
-        # Mixed drivers: each segment's own quantities weigh the rates.
-        mixed = j.join(single, on=group, how="anti", nulls_equal=True)
-        if mixed.height:
-            mixed = mixed.group_by("s_idx", "pool", "slot", "category").agg(pl.col("amount").sum()).join(
-                comp.seg.select("s_idx", *SEGMENT_DRIVERS.values()), on="s_idx"
-            )
-            m = mixed.join(in_force, on=group, nulls_equal=True)
-            qx = pl.lit(0.0)
-            for drv, col in SEGMENT_DRIVERS.items():
-                qx = pl.when(pl.col("driver") == drv).then(pl.col(col)).otherwise(qx)
-            m = m.with_columns((pl.col("rate") * qx).alias("w")).with_columns(
-                (pl.col("amount") * pl.col("w") / pl.col("w").sum().over("s_idx", "category")).alias("cost")
-            )
-            parts.append(m.group_by("cost_id", "category").agg(pl.col("cost").sum()))
-        parts = [
-            part.with_columns(
+            pl.concat(found)
+            .select("cost_id", "category", (pl.col("rate") * pl.col("_q")).alias("cost"))
+            .filter(pl.col("cost") != 0)
+            .with_columns(
                 pl.when(pl.col("cost_id").str.starts_with("rate:")).then(pl.lit("rate")).otherwise(pl.lit("cost")).alias("origin")
             )
-            for part in parts
-        ]
+        )
     cols = ["cost_id", "category", "origin", "cost"]
     out = pl.concat([named.select(cols), energy.select(cols), *[p.select(cols) for p in parts]])
     return out.group_by("cost_id", "category", "origin").agg(pl.col("cost").sum()).sort(

@@ -46,6 +46,7 @@ def owner_table(comp: Computation, keys: list[str]) -> pl.DataFrame:
         pl.col("alloc_h").sum().alias("allocated_gpu_hours"),
         pl.col("active_h").sum().alias("active_gpu_hours"),
         pl.col("covered_h").sum().alias("covered_gpu_hours"),
+        pl.col("energy_s").sum().alias("_energy_s"),
         (pl.col("util_h").sum() * 100).alias("_util"),
         pl.col("kwh_gpu").sum().alias("energy_kwh_gpu"),
         pl.col("kwh_fac").sum().alias("energy_kwh_facility"),
@@ -61,9 +62,10 @@ def owner_table(comp: Computation, keys: list[str]) -> pl.DataFrame:
     t = t.with_columns(
         pl.col("cost", "inference_cost", "energy_cost", "allocated_gpu_hours", "active_gpu_hours",
                "covered_gpu_hours", "_util", "energy_kwh_gpu", "energy_kwh_facility", "carbon_kg", "_held_s",
-               "_joules").fill_null(0.0),
+               "_joules", "_energy_s").fill_null(0.0),
         pl.col(*TOKEN_COLS, "requests", "good_tokens").fill_null(0),
     )
+    t = t.with_columns(*unknown_without_telemetry("covered_gpu_hours", "_energy_s"))
     tokens_all = pl.sum_horizontal(*TOKEN_COLS)
     t = t.with_columns(
         pl.when(pl.col("covered_gpu_hours") > 0).then(pl.col("_util") / pl.col("covered_gpu_hours")).alias("avg_util_pct"),
@@ -72,8 +74,20 @@ def owner_table(comp: Computation, keys: list[str]) -> pl.DataFrame:
         .alias("cost_per_allocated_gpu_hour"),
         pl.when(tokens_all > 0).then(pl.col("inference_cost") / tokens_all * 1e6).alias("cost_per_million_tokens"),
         pl.when(pl.col("_held_s") > 0).then(pl.col("_joules") / pl.col("_held_s")).alias("avg_power_w_per_gpu"),
-    ).drop("_util", "_held_s", "_joules")
+    ).drop("_util", "_held_s", "_joules", "_energy_s")
     return t.sort(["cost", *keys], descending=[True] + [False] * len(keys))
+
+
+def unknown_without_telemetry(covered: str, energy_s: str) -> list[pl.Expr]:
+    """Unknown is not zero: active hours where no telemetry covered the held time, and energy
+    (with its carbon and average power) where no sample gave an energy reading, are null."""
+    measured = pl.col(covered) > 0
+    metered = pl.col(energy_s) > 0
+    return [
+        pl.when(measured).then(pl.col("active_gpu_hours")).alias("active_gpu_hours"),
+        *(pl.when(metered).then(pl.col(c)).alias(c) for c in ("energy_kwh_gpu", "energy_kwh_facility", "carbon_kg")),
+        pl.when(metered).then(pl.col("_held_s")).alias("_held_s"),
+    ]
 
 
 def totals(comp: Computation) -> dict:
@@ -88,7 +102,13 @@ def totals(comp: Computation) -> dict:
         pl.col("kwh_gpu").sum().alias("kwh_gpu"),
         pl.col("kwh_fac").sum().alias("kwh_fac"),
         pl.col("joules").sum().alias("joules"),
+        pl.col("energy_s").sum().alias("energy_s"),
+        pl.col("carbon_g").sum().alias("carbon_g"),
     ).row(0, named=True)
+    # Unknown is not zero: without telemetry on the held time, activity is unknown; without an
+    # energy reading, so are energy, power and carbon.
+    active = s["active"] if s["covered"] > 0 else None
+    metered = s["energy_s"] > 0
     available = s["available"] if comp.ledger.has_inventory else None
     cost = float(comp.inputs["amount"].sum())
     tok = request_sums(req.lazy().select(pl.col(*TOKEN_COLS).sum())).row(0, named=True)
@@ -101,16 +121,16 @@ def totals(comp: Computation) -> dict:
     return {
         "available_gpu_hours": available,
         "allocated_gpu_hours": s["allocated"],
-        "active_gpu_hours": s["active"],
+        "active_gpu_hours": active,
         "unallocated_gpu_hours": None if available is None else max(available - s["allocated"], 0.0),
-        "idle_rate": None if not available else 1 - s["active"] / available,
+        "idle_rate": None if not available or active is None else 1 - active / available,
         "avg_util_pct": _div(s["util"], s["covered"]),
         "telemetry_coverage": _div(s["covered"], s["allocated"]),
         "cost": cost,
         "cost_per_gpu_hour": _div(cost, available),
         "cost_per_allocated_gpu_hour": _div(cost, s["allocated"]),
-        "energy_kwh_gpu": s["kwh_gpu"],
-        "energy_kwh_facility": s["kwh_fac"],
+        "energy_kwh_gpu": s["kwh_gpu"] if metered else None,
+        "energy_kwh_facility": s["kwh_fac"] if metered else None,
         "energy_cost": float(money.select(pl.col("amount").filter(pl.col("category") == "power").sum()).item()),
         **tok,
         "requests": int(req["requests"].sum()),
@@ -123,10 +143,8 @@ def totals(comp: Computation) -> dict:
             model_joules * comp.config.energy.server_overhead * comp.config.energy.pue,
         ),
         "allocation_rate": _div(s["allocated"], available),
-        "avg_power_w": _div(s["joules"], comp.period.hours * 3600),
-        "carbon_kg": float(
-            seg.select(pl.col("carbon_g").sum()).item() / 1000
-        ),
+        "avg_power_w": _div(s["joules"], comp.period.hours * 3600) if metered else None,
+        "carbon_kg": s["carbon_g"] / 1000 if metered else None,
     }
 
 
@@ -186,8 +204,9 @@ def trend(comp: Computation) -> pl.DataFrame:
     s = comp.seg.group_by("day").agg(
         pl.col("cap_h").sum().alias("available_gpu_hours"),
         pl.col("alloc_h").sum().alias("allocated_gpu_hours"),
-        pl.col("active_h").sum().alias("active_gpu_hours"),
-        pl.col("kwh_gpu").sum().alias("energy_kwh_gpu"),
+        pl.when(pl.col("covered_h").filter(pl.col("allocation_id").is_not_null()).sum() > 0)
+        .then(pl.col("active_h").sum()).alias("active_gpu_hours"),
+        pl.when(pl.col("energy_s").sum() > 0).then(pl.col("kwh_gpu").sum()).alias("energy_kwh_gpu"),
     )
     c = comp.money.group_by("day").agg(
         pl.col("amount").sum().alias("cost"),
@@ -197,7 +216,8 @@ def trend(comp: Computation) -> pl.DataFrame:
         *(pl.col(x).sum() for x in TOKEN_COLS), pl.col("requests").sum()
     ))
     t = s.join(c, on="day", how="full", coalesce=True).join(r, on="day", how="full", coalesce=True).drop_nulls("day")
-    return t.fill_null(0).sort("day")
+    known = ("active_gpu_hours", "energy_kwh_gpu")  # null stays null: unknown, not zero
+    return t.with_columns(pl.exclude("day", *known).fill_null(0)).sort("day")
 
 
 def build_report(comp: Computation) -> dict:

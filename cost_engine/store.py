@@ -1027,7 +1027,8 @@ REQUEST_BATCH_ROWS = 250_000
 def request_batches(
     db_path: str | Path, start: datetime, end: datetime, batch_rows: int = REQUEST_BATCH_ROWS
 ) -> Iterator[pl.DataFrame]:
-    """The stored requests with `ts` in [start, end), canonical columns, `batch_rows` at a time.
+    """The stored requests with `ts` in [start, end) and the usage buckets overlapping it (see
+    tokens.in_period), canonical columns, `batch_rows` at a time.
 
     In storage order: the engine resolves each batch as it arrives, so a month of millions of
     requests is never held twice (raw and resolved), and nothing sorts them.
@@ -1036,9 +1037,13 @@ def request_batches(
     with connect(db_path) as con:
         if not _has_table(con, "requests"):
             return
-        sql = f"SELECT {_select_canonical(con, 'requests', db_path)} FROM requests WHERE ts >= ? AND ts < ?"
+        has_end = "end" in _table_columns(con, "requests")
+        overlap = ' OR ("end" IS NOT NULL AND "end" > ?)' if has_end else ""
+        sql = (f"SELECT {_select_canonical(con, 'requests', db_path)} FROM requests "
+               f"WHERE ts < ? AND (ts >= ?{overlap})")
+        params = [end, start, start] if has_end else [end, start]
         # A relation's reader streams (an execute() result would copy every row first).
-        with con.sql(sql, params=[start, end]).to_arrow_reader(batch_size=batch_rows) as reader:
+        with con.sql(sql, params=params).to_arrow_reader(batch_size=batch_rows) as reader:
             # The reader hands over DuckDB's own chunks (tens of thousands of rows); gathered into
             # batches of `batch_rows`, the engine's frames stay in a few contiguous chunks.
             pending: list = []

@@ -31,6 +31,8 @@ class Reader(Protocol):
 
     def outside(self, gpu_ids: pl.Series) -> int: ...
 
+    def cards(self, start: datetime, end: datetime) -> pl.Series: ...
+
     def window(self, start: datetime, end: datetime, codes: pl.DataFrame) -> pl.DataFrame: ...
 
 
@@ -79,6 +81,14 @@ class FrameTelemetry:
             n += part.height - part.select(pl.col("gpu_id").is_in(known).sum()).item()
             release_pages()
         return n
+
+    def cards(self, start: datetime, end: datetime) -> pl.Series:
+        """The card ids with at least one sample in [start, end) (the ledger cuts these finer)."""
+        parts = [pl.Series("gpu_id", [], dtype=pl.String)]
+        for part in self.frame.iter_slices(n_rows=_SLICE_ROWS):
+            parts.append(part.filter((pl.col("ts") >= start) & (pl.col("ts") < end)).get_column("gpu_id").unique())
+            release_pages()
+        return pl.concat(parts).unique().sort()
 
     def window(self, start: datetime, end: datetime, codes: pl.DataFrame) -> pl.DataFrame:
         """Samples with start <= ts < end of the cards in `codes` (gpu_id, gc), in no particular
@@ -234,6 +244,13 @@ class _StoreReader:
             return 0
         where, params = self._scope("gpu_id NOT IN (SELECT unnest(?))", [gpu_ids.to_list()])
         return self._count(where, params)
+
+    def cards(self, start: datetime, end: datetime) -> pl.Series:
+        if not self.present:
+            return pl.Series("gpu_id", [], dtype=pl.String)
+        where, params = self._scope("ts >= ? AND ts < ?", [start, end])
+        rows = self.con.sql(f"SELECT DISTINCT gpu_id FROM telemetry WHERE {where} ORDER BY gpu_id", params=params).fetchall()
+        return pl.Series("gpu_id", [r[0] for r in rows], dtype=pl.String)
 
     def window(self, start: datetime, end: datetime, codes: pl.DataFrame) -> pl.DataFrame:
         """As FrameTelemetry.window; DuckDB maps ids to codes, so no id strings cross into Python."""

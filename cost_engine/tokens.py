@@ -49,13 +49,41 @@ def request_sums(plan: pl.LazyFrame) -> pl.DataFrame:
     return out
 
 
+# Columns a usage bucket counts over its whole [ts, end): pro-rated to the part inside the period.
+_COUNTS = ("input_tokens", "cached_input_tokens", "output_tokens", "requests")
+_PHASES = ("prefill_ms", "decode_ms")
+
+
+def in_period(requests: pl.LazyFrame, period: Period) -> pl.LazyFrame:
+    """Requests of the period: a request counts when it starts inside it; a usage bucket
+    (`end` after `ts`, standing for many requests) counts for its overlap with the period, like
+    every other interval: its counts are pro-rated by time and kept whole numbers, the in-period
+    part of a count X being floor(X x (e - ts) / D) - floor(X x (s - ts) / D) for the overlap
+    [s, e) of a bucket of duration D, so the parts of one bucket in adjacent periods add up to
+    X exactly. The part counts at its start inside the period (`ts` = s) for slots and days."""
+    p0, p1 = pl.lit(period.start), pl.lit(period.end)
+    bucket = pl.col("end").is_not_null() & (pl.col("end") > pl.col("ts"))
+    r = requests.filter((pl.col("ts") < p1) & ((pl.col("ts") >= p0) | (bucket & (pl.col("end") > p0))))
+    dur = (pl.col("end") - pl.col("ts")).dt.total_microseconds().cast(pl.Float64)
+    lo = ((pl.max_horizontal("ts", p0) - pl.col("ts")).dt.total_microseconds().cast(pl.Float64) / dur)
+    hi = ((pl.min_horizontal("end", p1) - pl.col("ts")).dt.total_microseconds().cast(pl.Float64) / dur)
+    whole = (pl.col("ts") >= p0) & (pl.col("end") <= p1)
+    part = bucket & ~whole
+    return r.with_columns(
+        *(pl.when(part).then(((pl.col(c) * hi).floor() - (pl.col(c) * lo).floor()).cast(pl.Int64)).otherwise(pl.col(c))
+          .alias(c) for c in _COUNTS),
+        *(pl.when(part).then(pl.col(c) * (hi - lo)).otherwise(pl.col(c)).alias(c) for c in _PHASES),
+        pl.when(part).then(pl.max_horizontal("ts", p0)).otherwise(pl.col("ts")).alias("ts"),
+    )
+
+
 def _resolve_batch(batch: pl.DataFrame, period: Period, config: Config, resolve, g0: pl.DataFrame) -> pl.DataFrame:
     w = config.allocation.token_weights
     slo = config.slo
     # Owners are resolved once per distinct (owner, source) and joined on in one step: a
     # batch has a few hundred keys, and three string joins per row would copy every request.
     keys = resolve(batch.select("owner", "source").unique())
-    r = batch.lazy().filter((pl.col("ts") >= pl.lit(period.start)) & (pl.col("ts") < pl.lit(period.end)))
+    r = in_period(batch.lazy(), period)
     r = r.join(keys.lazy(), on=["owner", "source"], how="left", nulls_equal=True).with_columns(
         (
             w.input * pl.col("input_tokens")
@@ -135,6 +163,8 @@ def model_table(
     hours = seg.lazy().filter(serving).group_by("model").agg(
         pl.col("alloc_h").sum().alias("allocated_gpu_hours"),
         pl.col("active_h").sum().alias("active_gpu_hours"),
+        pl.col("covered_h").sum().alias("_covered"),
+        pl.col("energy_s").sum().alias("_energy_s"),
         pl.col("joules").sum().alias("joules"),
         pl.col("kwh_gpu").sum().alias("energy_kwh_gpu"),
         pl.col("kwh_fac").sum().alias("energy_kwh_facility"),
@@ -159,7 +189,7 @@ def model_table(
     t = cost.join(hours, on="model", how="full", coalesce=True).join(tok, on="model", how="full", coalesce=True)
     t = t.with_columns(
         pl.col("cost", "energy_cost", "allocated_gpu_hours", "active_gpu_hours", "joules", "energy_kwh_gpu",
-               "energy_kwh_facility", "carbon_kg", "_held_s").fill_null(0.0),
+               "energy_kwh_facility", "carbon_kg", "_held_s", "_covered", "_energy_s").fill_null(0.0),
         pl.col(*TOKEN_COLS, "requests", "good_tokens", "good_requests", "failed_requests", "retried_requests")
         .fill_null(0),
     )
@@ -214,7 +244,14 @@ def model_table(
     if no_alloc.height:
         gaps.append(("model without serving allocations", "requests for models no inference allocation serves: "
                      + ", ".join(no_alloc["model"].to_list())))
-    out = t.drop("all_phase", "prefill_ms", "decode_ms", "_held_s", "_cached_part", "has_attempts").sort(
+    # Unknown is not zero: a model whose cards had no telemetry has unknown activity and energy.
+    t = t.with_columns(
+        pl.when(pl.col("_covered") > 0).then(pl.col("active_gpu_hours")).alias("active_gpu_hours"),
+        *(pl.when(pl.col("_energy_s") > 0).then(pl.col(c)).alias(c)
+          for c in ("energy_kwh_gpu", "energy_kwh_facility", "carbon_kg", "avg_power_w_per_gpu")),
+    )
+    out = t.drop("all_phase", "prefill_ms", "decode_ms", "_held_s", "_cached_part", "has_attempts", "_covered",
+                 "_energy_s").sort(
         "cost", "model", descending=[True, False]
     )
     return out, gaps

@@ -237,25 +237,43 @@ def kpi_cards(comp: Computation, filters: Filters | None = None) -> pl.DataFrame
          "Output tokens / GPU joules of the allocations that served them."),
     ]
     return pl.DataFrame(
-        [{"key": k, "label": lab, "value": _num(v), "unit": u, "detail": d} for k, lab, v, u, d in rows],
+        [{"key": k, "label": lab, "value": _num(v), "unit": u, "detail": d if _num(v) is not None else _unknown(k)}
+         for k, lab, v, u, d in rows],
         schema={"key": pl.String, "label": pl.String, "value": pl.Float64, "unit": pl.String, "detail": pl.String},
     )
 
 
+# Why a headline figure is unknown (shown as "—" with this as its tooltip), never 0.
+UNKNOWN = {
+    "idle_rate": "Unknown: no telemetry covers the allocated time, so active hours (and the idle rate) cannot be "
+                 "measured; or there is no inventory to measure available hours against.",
+    "available_gpu_hours": "Unknown: the bundle has no inventory, so capacity in service is not known.",
+    "allocation_rate": "Unknown: the bundle has no inventory, so capacity in service is not known.",
+    "cost_per_gpu_hour": "Unknown: the bundle has no inventory, so capacity in service is not known.",
+    "energy_kwh_gpu": "Unknown: no telemetry sample reports power or an energy counter.",
+    "output_tokens_per_joule": "Unknown: no energy was measured on the allocations that served the tokens.",
+    "cost_per_million_tokens": "Unknown: no model with cost served tokens in the period.",
+}
+
+
+def _unknown(key: str) -> str:
+    return UNKNOWN.get(key, "Unknown: the inputs this figure needs are missing (see the gaps on the Data page).")
+
+
 def _fmt(v: Any, digits: int = 1) -> str:
     if v is None:
-        return "–"
+        return "—"
     return f"{v:,.{digits}f}"
 
 
 def _pct(v: Any) -> str:
-    return "–" if v is None else f"{100 * v:.1f} %"
+    return "—" if v is None else f"{100 * v:.1f} %"
 
 
 def format_value(value: float | None, unit: str) -> str:
     """How a KPI card shows its value (shared by pages and the review pack): compact, unit-free."""
     if value is None:
-        return "–"
+        return "—"
     if unit == "ratio":
         return f"{100 * value:.1f} %"
     if unit == "tokens/J":

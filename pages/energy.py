@@ -21,10 +21,10 @@ c[1].metric("Facility energy (kWh)", common.fmt(e["energy_kwh_facility"], "kWh")
 c[2].metric(f"Energy cost ({cur})", common.fmt(e["energy_cost"], cur), border=True,
             help="The power category: measured facility kWh x the tariff in force, or a power cost row spread by energy.")
 c = st.columns(3)
-c[0].metric("Average GPU power (kW)", "–" if e["avg_power_w"] is None else f"{e['avg_power_w'] / 1000:,.2f}",
+c[0].metric("Average GPU power (kW)", "—" if e["avg_power_w"] is None else f"{e['avg_power_w'] / 1000:,.2f}",
             border=True)
-c[1].metric("CO2e (kg)", "–" if e["carbon_kg"] is None else f"{e['carbon_kg']:,.1f}", border=True,
-            help="Facility kWh x the tariff's carbon_g_per_kwh; '–' when the tariffs carry none.")
+c[1].metric("CO2e (kg)", "—" if e["carbon_kg"] is None else f"{e['carbon_kg']:,.1f}", border=True,
+            help="Facility kWh x the tariff's carbon_g_per_kwh; '—' when the tariffs carry none.")
 c[2].metric("Output tokens per joule", common.fmt(e["output_tokens_per_joule"], "tokens/J"), border=True,
             help="Output tokens / GPU joules of the allocations that served them.")
 
@@ -41,8 +41,8 @@ cap = st.number_input("Site cap (facility kW)", min_value=0.0, value=default_cap
 profile = ctx.view("power_profile", cap, every)
 summary = views.power_cap_summary(profile, every)
 c = st.columns(4)
-c[0].metric("Peak facility power", "–" if summary["peak_kw"] is None else f"{summary['peak_kw']:,.1f} kW", border=True)
-c[1].metric("Mean facility power", "–" if summary["mean_kw"] is None else f"{summary['mean_kw']:,.1f} kW", border=True)
+c[0].metric("Peak facility power", "—" if summary["peak_kw"] is None else f"{summary['peak_kw']:,.1f} kW", border=True)
+c[1].metric("Mean facility power", "—" if summary["mean_kw"] is None else f"{summary['mean_kw']:,.1f} kW", border=True)
 c[2].metric("Hours over the cap", f"{summary['hours_over_cap']:,.2f} h", border=True)
 c[3].metric("Energy above the cap", f"{summary['kwh_over_cap']:,.1f} kWh", border=True)
 common.chart(charts.power_vs_cap(profile, ctx.timezone), "power_vs_cap", name="power-vs-cap")

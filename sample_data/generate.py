@@ -1158,8 +1158,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--telemetry-format", choices=("csv", "parquet"), default=None, help="default: --format")
     ap.add_argument("--requests-format", choices=("csv", "parquet"), default=None, help="default: --format")
     ap.add_argument("--telemetry-interval", type=int, default=60, help="seconds between samples")
+    sp = ap.add_argument_group("--shape sparse (a big scheduler trace without telemetry: sample_data/sparse.py)")
+    ap.add_argument("--shape", choices=("dense", "sparse"), default="dense",
+                    help="dense: a busy fleet with telemetry and requests (default); sparse: thousands of cards, "
+                         "scattered jobs, long queues, no telemetry")
+    sp.add_argument("--allocations", type=int, default=30_000, help="allocation rows, about (sparse)")
+    sp.add_argument("--waits", type=int, default=30_000, help="queue rows (sparse)")
+    sp.add_argument("--events", type=int, default=5_000, help="events on cards, nodes and pools (sparse)")
+    sp.add_argument("--cost-span-hours", type=float, default=24.0, help="span of each cost row (sparse)")
+    sp.add_argument("--owners", type=int, default=200, help="distinct projects (sparse)")
+    sp.add_argument("--requests", type=int, default=0, help="gateway requests (sparse)")
     a = ap.parse_args(argv)
     try:
+        if a.shape == "sparse":
+            from sample_data.sparse import generate_sparse
+
+            print(generate_sparse(a.out, gpus=a.gpus if a.gpus != 24 else 8192, days=a.days if a.days != 7 else 45,
+                                  allocations=a.allocations, waits=a.waits, events=a.events,
+                                  cost_span_hours=a.cost_span_hours, owners=a.owners, requests=a.requests,
+                                  seed=a.seed, start=a.start if a.start != "2026-10-05" else "2026-09-01"))
+            return 0
         path = generate_bundle(a.out, gpus=a.gpus, days=a.days, seed=a.seed, start=a.start, fmt=a.fmt,
                                telemetry_interval_s=a.telemetry_interval, telemetry_fmt=a.telemetry_format,
                                requests_fmt=a.requests_format)
