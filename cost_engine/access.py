@@ -227,7 +227,7 @@ def scope(comp: Computation, principal: Principal) -> Computation:
     return replace(
         comp, ledger=ledger, seg=seg, money=money, money_spread=spread, money_before_recharge=money_before,
         inputs=inputs, requests=requests, models=models, idle=idle, allocations=allocations, bundle=bundle,
-        rejected=comp.rejected.clear(), gaps=[],
+        rejected=comp.rejected.clear(), gaps=[], unmapped_callers=comp.unmapped_callers.clear(),
         cost_rates=comp.cost_rates,
         ownership=_scoped_ownership(comp.ownership, allowed, allocations, requests),
         card_energy=_held_energy(comp.card_energy, seg),

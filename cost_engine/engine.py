@@ -44,6 +44,9 @@ class Computation:
     card_energy: pl.DataFrame  # per card and quarter hour (UTC): joules of the samples starting there
     telemetry: TelemetrySource  # where raw samples are read from (card timelines)
     allocations: pl.DataFrame  # allocations in the period, resolved
+    # What each caller key that maps to no project paid for inference, per model (source, key,
+    # model, amount); in `money` those callers are one unattributed line per model row.
+    unmapped_callers: pl.DataFrame
     bundle: Bundle
     rejected: pl.DataFrame
     gaps: list[tuple[str, str]] = field(default_factory=list)
@@ -218,7 +221,8 @@ def compute(bundle: Bundle, config: Config, telemetry: TelemetrySource | None = 
     if config.allocation.idle == "proportional":
         money = charge_idle_to_owners(money, seg)
     money_before = money
-    money = tokens.recharge(money, req, config)
+    recharged = tokens.recharge(money, req, config)
+    money = recharged.money
     models, mgaps = tokens.model_table(money_before, seg, req, config)
     gaps += mgaps
     idle_pieces = idle.classify(seg, bundle["events"], bundle["queue"], period, ledger.cards, spread.cost_rates)
@@ -238,7 +242,7 @@ def compute(bundle: Bundle, config: Config, telemetry: TelemetrySource | None = 
         config=config, period=period, ledger=ledger, ownership=own, seg=seg, money=money,
         money_spread=spread.money, money_before_recharge=money_before, inputs=spread.inputs, cost_rates=spread.cost_rates,
         requests=req, models=models, idle=idle_pieces, card_energy=ta.card_energy, telemetry=source,
-        allocations=allocs, bundle=bundle,
+        allocations=allocs, unmapped_callers=recharged.unmapped, bundle=bundle,
         rejected=pl.concat(rejected), gaps=gaps,
     )
 

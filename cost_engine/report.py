@@ -164,12 +164,15 @@ def reconciliation(comp: Computation) -> dict:
 
 
 def unattributed(comp: Computation) -> list[dict]:
-    u = (
-        comp.money.lazy().filter(pl.col("dest") == UNATTRIBUTED)
+    # Inference recharged onto callers that map to no project is one line per model row in
+    # `money` (u_key null); what each key paid is in `unmapped_callers`.
+    u = pl.concat([
+        comp.money.lazy().filter((pl.col("dest") == UNATTRIBUTED) & pl.col("u_key").is_not_null())
         .group_by(pl.col("u_source").alias("source"), pl.col("u_key").alias("key"))
         .agg(pl.col("amount").sum().alias("cost"))
-        .collect()
-    )
+        .collect(),
+        comp.unmapped_callers.group_by("source", "key").agg(pl.col("amount").sum().alias("cost")),
+    ]).group_by("source", "key").agg(pl.col("cost").sum())
     # Every record carrying an unmapped key counts, including those that carried no cost.
     recs = pl.concat(
         [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 import polars as pl
 
@@ -109,44 +110,71 @@ def _resolve_batch(batch: pl.DataFrame, period: Period, config: Config, resolve,
     ).rechunk()
 
 
-def recharge(money: pl.DataFrame, requests: pl.DataFrame, config: Config) -> pl.DataFrame:
+@dataclass
+class Recharge:
+    money: pl.DataFrame  # the money after the recharge (MONEY_SCHEMA)
+    # What each caller key that maps to no project was charged, per model: source, key, model,
+    # amount. In `money` those callers are one unattributed line per model row (u_key null).
+    unmapped: pl.DataFrame
+
+
+UNMAPPED_CALLERS = pl.Schema({"source": pl.String, "key": pl.String, "model": pl.String, "amount": pl.Float64})
+
+
+def recharge(money: pl.DataFrame, requests: pl.DataFrame, config: Config) -> Recharge:
     """Move the cost of inference allocations onto the projects that sent the model's requests.
 
     A model with cost and no requests keeps its cost on the service owner. Rows keep their
     allocation_id and model, so the moved cost stays explainable.
+
+    The model's rows are split once per project that called it, and once more for all the
+    callers that map to no project together: a gateway log can carry a million distinct
+    unmapped keys, and a copy of every model row per key would be model rows x keys. What each
+    such key was charged is kept per (key, model) in `Recharge.unmapped` instead, so the cost
+    grows with the records, not with their product.
     """
     mode = config.allocation.inference_recharge
+    none = Recharge(money, pl.DataFrame(schema=UNMAPPED_CALLERS))
     if mode == "none" or requests.height == 0:
-        return money
+        return none
     col = "tokens_w" if mode == "tokens" else "requests"
-    weights = (
-        request_sums(requests.lazy().group_by("model", "project", "tenant", "owner", "source")
+    callers = (
+        request_sums(requests.lazy().group_by("model", "project", "tenant", "source", "owner")
                      .agg(pl.col(col).sum().alias("w")))
         .filter(pl.col("w") > 0)
         .with_columns((pl.col("w") / pl.col("w").sum().over("model")).alias("f"))
     )
+    # One share per (model, project): a project's keys (aliases) are one destination; the
+    # unmapped keys of a model together are one more (project null).
+    weights = callers.group_by("model", "project", "tenant").agg(pl.col("f").sum())
     served = set(weights["model"].unique().to_list())
     # fill_null: rows without a workload (project-level costs) are never moved, and never lost.
     is_model = (
         (pl.col("workload") == "inference") & pl.col("model").is_in(sorted(served)) & (pl.col("dest") != IDLE)
     ).fill_null(False)
     if not money.select(is_model.any()).item():
-        return money
+        return none
     # Lazy, so the rows that stay are not copied once more before the concatenation.
     lm = money.lazy()
     moved = (
         lm.filter(is_model).drop("tenant", "project", "u_source", "u_key", "dest")
-        .join(weights.lazy().select("model", "project", "tenant", "owner", "source", "f"), on="model")
+        .join(weights.lazy(), on="model")
         .with_columns(
             (pl.col("amount") * pl.col("f")).alias("amount"),
             pl.when(pl.col("project").is_null()).then(pl.lit("unattributed")).otherwise(pl.lit("owner")).alias("dest"),
-            pl.when(pl.col("project").is_null()).then(pl.col("source")).alias("u_source"),
-            pl.when(pl.col("project").is_null()).then(pl.col("owner")).alias("u_key"),
+            pl.lit(None, dtype=pl.String).alias("u_source"),
+            pl.lit(None, dtype=pl.String).alias("u_key"),
             (pl.col("origin") + pl.lit("+recharge")).alias("origin"),
         )
         .select(money.columns)
     )
-    return pl.concat([lm.filter(~is_model), moved]).collect()
+    cost = lm.filter(is_model).group_by("model").agg(pl.col("amount").sum().alias("c"))
+    unmapped = (
+        callers.lazy().filter(pl.col("project").is_null()).join(cost, on="model")
+        .select("source", pl.col("owner").alias("key"), "model", (pl.col("f") * pl.col("c")).alias("amount"))
+    )
+    out, unmapped = pl.collect_all([pl.concat([lm.filter(~is_model), moved]), unmapped])
+    return Recharge(out, unmapped)
 
 
 def model_table(

@@ -181,6 +181,7 @@ def apply_filters(comp: Computation, filters: Filters | None) -> Computation:
         ledger=dataclasses.replace(comp.ledger, cards=cards),
         seg=seg,
         money=m_final,
+        unmapped_callers=_unmapped_within(comp.unmapped_callers, comp.money, m_final),
         money_before_recharge=m_before,
         inputs=inputs,
         requests=req,
@@ -195,6 +196,20 @@ def apply_filters(comp: Computation, filters: Filters | None) -> Computation:
         memo.clear()
     memo[filters.key()] = out
     return out
+
+
+def _unmapped_within(unmapped: pl.DataFrame, money: pl.DataFrame, narrowed: pl.DataFrame) -> pl.DataFrame:
+    """What each unmapped caller key paid per model, scaled to the part of the model's recharged
+    money the filters keep (their collapsed line in `money`: unattributed, u_key null)."""
+    line = (pl.col("dest") == "unattributed") & pl.col("u_key").is_null()
+    kept = narrowed.filter(line).group_by("model").agg(pl.col("amount").sum().alias("kept"))
+    whole = money.filter(line).group_by("model").agg(pl.col("amount").sum().alias("whole"))
+    ratio = whole.join(kept, on="model", how="left").select(
+        "model", pl.when(pl.col("whole") != 0).then(pl.col("kept").fill_null(0.0) / pl.col("whole")).otherwise(0.0).alias("r")
+    )
+    return unmapped.join(ratio, on="model", how="left").with_columns(
+        (pl.col("amount") * pl.col("r").fill_null(0.0)).alias("amount")
+    ).drop("r").filter(pl.col("amount") != 0)
 
 
 # ------------------------------------------------------------------------------ headline figures

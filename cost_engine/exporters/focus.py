@@ -166,7 +166,11 @@ def focus_frame(
         pl.col("provider").alias("ServiceProviderName"),
         pl.col("origin_id").alias("x_OriginChargeId"),
         pl.col("idle_cause").alias("x_IdleCause"),
-        pl.when(pl.col("dest") == UNATTRIBUTED)
+        pl.when((pl.col("dest") == UNATTRIBUTED) & pl.col("u_key").is_null())
+        # Inference recharged onto callers that map to no project: one line for all their keys
+        # (what each key paid is in the report's `unattributed` list).
+        .then(pl.lit("(callers that map to no project)"))
+        .when(pl.col("dest") == UNATTRIBUTED)
         .then(pl.concat_str([pl.col("u_source").fill_null(""), pl.col("u_key").fill_null("")], separator=":"))
         .alias("x_UnattributedKey"),
         pl.col("tenant").alias("x_Tenant"),

@@ -342,10 +342,10 @@ def _with_tokens(comp: Computation, rows: pl.DataFrame) -> pl.DataFrame:
     cols = ("input_tokens", "cached_input_tokens", "output_tokens")
     sums = [pl.col(c).sum() for c in cols]
     owned = req.filter(pl.col("project").is_not_null()).group_by("day", "model", "project").agg(*sums)
-    loose = req.filter(pl.col("project").is_null()).group_by(
-        "day", "model", pl.col("source").alias("u_source"), pl.col("owner").alias("u_key")).agg(*sums)
+    # The callers that map to no project are one line per model (engine: tokens.recharge).
+    loose = req.filter(pl.col("project").is_null()).group_by("day", "model").agg(*sums)
     a = rows.filter(pl.col("dest") != UNATTRIBUTED).join(owned, on=["day", "model", "project"], how="left")
-    b = rows.filter(pl.col("dest") == UNATTRIBUTED).join(loose, on=["day", "model", "u_source", "u_key"], how="left")
+    b = rows.filter(pl.col("dest") == UNATTRIBUTED).join(loose, on=["day", "model"], how="left")
     return pl.concat([a, b], how="diagonal_relaxed")
 
 
