@@ -3,6 +3,7 @@
 
     python benchmarks/run.py [--gpus 64,256,1024] [--days 30] [--repeat 3]
         [--out benchmarks/RESULTS.md] [--stages floor,pandas,ingest,...] [--mem-cap-gb N]
+    python benchmarks/run.py --growth [growth.py's options]   (sparse fleets, 3 sizes per dimension)
 
 Bundles are generated once per fleet size under benchmarks/data/ (gitignored) with
 sample_data/generate.py (every table Parquet, 1-minute telemetry) and reused. Every
@@ -348,6 +349,9 @@ def run_worker(stage: str, bundle: Path, db: Path, cap_mb: float, timeout_s: flo
         return {"error": f"exit {proc.returncode}: {tail[:300]}", "peak_rss_mb": peak}
     res = json.loads(lines[-1][len(RESULT_TAG):])
     res["peak_rss_mb"] = peak
+    # CPU seconds of the whole child (all threads, start-up included): on a shared, loaded machine
+    # wall time stretches with the load, CPU time much less, so growth is fitted on both.
+    res["cpu_s"] = usage.ru_utime + usage.ru_stime
     return res
 
 
@@ -679,6 +683,13 @@ def render(a: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["--growth"]:
+        # The sparse-fleet growth measurement (3 sizes per dimension) lives in growth.py; this keeps
+        # one entry point for every benchmark.
+        import growth
+
+        return growth.main(args[1:])
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--gpus", default="64,256,1024", help="comma-separated fleet sizes (physical cards)")
     ap.add_argument("--days", type=int, default=30)
