@@ -400,6 +400,51 @@ def compare_rules(frame: pl.DataFrame, name_col: str, currency: str = "USD", a_n
     return _layout(fig, title, barmode="group", yaxis_title=currency)
 
 
+# ------------------------------------------------------------------------------------- compare
+
+UP_COLOR, DOWN_COLOR, TOTAL_COLOR = "#d62828", "#2a9d8f", "#4361ee"
+
+
+def waterfall(effects: pl.DataFrame, base_total: float, new_total: float, currency: str = "USD",
+              base_name: str = "base", new_name: str = "period", title: str | None = None) -> go.Figure:
+    """From the base total to the new total, one bar per effect (views.compare_periods: the
+    effects add up to the change). Effects of 0 are left out; an unknown effect (null value)
+    is named under the chart, never drawn as 0."""
+    title = title or f"Why the cost changed ({currency})"
+    shown = effects.filter(pl.col("value").is_not_null() & (pl.col("value").abs() > 1e-9))
+    unknown = effects.filter(pl.col("value").is_null())
+    x = [label(base_name), *labels(shown["label"].str.split(":").list.first()), label(new_name)]
+    y = [float(base_total), *_nums(shown["value"]), float(new_total)]
+    measure = ["absolute", *(["relative"] * shown.height), "total"]
+    text = [f"{base_total:,.2f}", *(f"{v:+,.2f}" for v in shown["value"].to_list()), f"{new_total:,.2f}"]
+    hover = [label(base_name), *labels(shown["label"]), label(new_name)]
+    fig = go.Figure(go.Waterfall(
+        x=x, y=y, measure=measure, text=text, textposition="outside", customdata=hover,
+        hovertemplate="%{customdata}<br>%{y:,.2f}<extra></extra>", name="cost",
+        increasing={"marker": {"color": UP_COLOR}}, decreasing={"marker": {"color": DOWN_COLOR}},
+        totals={"marker": {"color": TOTAL_COLOR}}, connector={"line": {"color": "#9aa5b1", "width": 1}},
+    ))
+    if unknown.height:
+        fig.add_annotation(
+            text="unknown, not drawn: " + ", ".join(labels(unknown["label"].str.split(":").list.first())),
+            showarrow=False, x=0.0, y=-0.22, xref="paper", yref="paper", xanchor="left", font={"size": 12},
+        )
+    low = min(v for v in _running(y)) if y else 0.0
+    fig = _layout(fig, title, yaxis={"title": currency, "rangemode": "tozero" if low >= 0 else "normal"},
+                  xaxis={"automargin": True})
+    fig.update_layout(margin={"b": 110 if unknown.height else 80})
+    return fig
+
+
+def _running(y: list[float | None]) -> list[float]:
+    """The bar ends of a waterfall (for the axis range)."""
+    out, acc = [], 0.0
+    for i, v in enumerate(y):
+        acc = (v or 0.0) if i == 0 or i == len(y) - 1 else acc + (v or 0.0)
+        out.append(acc)
+    return out
+
+
 # ---------------------------------------------------------------------------------------- data
 
 

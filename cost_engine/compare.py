@@ -1,0 +1,96 @@
+"""Two periods of one source side by side: configs, computations, the decomposition and the records behind it.
+
+The CLI (`ailedger diff`) and the dashboard's Compare page both come here: the engine runs once
+per period (`views.config_with` sets the period, `api.run` computes), `diff` decomposes the
+change, and the records behind an effect are read with `views.records` (the engine's lineage).
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from . import api, diff, views
+from .config import Config, load_config
+from .engine import Computation
+
+Span = tuple[datetime, datetime]
+
+
+def period_config(base: Config, span: Span) -> Config:
+    """`base` with its period set to [start, end) (UTC instants); everything else unchanged."""
+    return views.config_with(base, period_start=span[0], period_end=span[1])
+
+
+def parse_spans(config: Config, base: str, period: str) -> tuple[Span, Span]:
+    """The two periods as written on the command line, cut in the config's time zone."""
+    tz = config.period.timezone
+    return diff.parse_span(base, tz), diff.parse_span(period, tz)
+
+
+def run_periods(source: str | Path, config: Config | None, base: Span, period: Span,
+                config_path: str | Path | None = None) -> tuple[Computation, Computation]:
+    """The source computed for the base period and for the new one, under the same rules."""
+    cfg = config if config is not None else load_config(api.find_config(source, config_path))
+    return (api.run(source, config=period_config(cfg, base)), api.run(source, config=period_config(cfg, period)))
+
+
+def compare_periods(comp_base: Computation, comp_new: Computation, filters: views.Filters | None = None,
+                    by: str = "tenant") -> diff.Diff:
+    """The change between the two computations (narrowed by the sidebar's filters) and its effects."""
+    a, b = views.apply_filters(comp_base, filters), views.apply_filters(comp_new, filters)
+    alloc = comp_new.config.allocation
+    w = alloc.token_weights
+    return diff.decompose(diff.facts(a, by), diff.facts(b, by), by=by, recharge=alloc.inference_recharge,
+                          token_weights=(w.input, w.cached_input, w.output))
+
+
+def _who(by: str, key: str, filters: views.Filters | None) -> tuple[dict[str, Any], views.Filters | None]:
+    """views.records' arguments for an owner of the dimension (a pool narrows by filter)."""
+    if by == "pool":
+        f = (filters or views.NO_FILTERS).model_dump()
+        f["pools"] = (key,)
+        return {}, views.Filters(**f)
+    return {by: key}, filters
+
+
+def compare_records(comp_base: Computation, comp_new: Computation, filters: views.Filters | None,
+                    source: str | Path | None, *, by: str, key: str, table: views.RecordTable, page: int = 0,
+                    page_size: int = 25) -> tuple[views.RecordsPage, views.RecordsPage]:
+    """One page of the records (allocations, requests or cost rows) behind an owner's figure in
+    each period: what its effects were computed from (views.records, i.e. the engine's lineage)."""
+    who, f = _who(by, key, filters)
+    return tuple(views.records(c, f, source, table=table, page=page, page_size=page_size, **who)  # type: ignore[return-value]
+                 for c in (comp_base, comp_new))
+
+
+def effect_tables(effect: str) -> tuple[str, ...]:
+    """The record tables an effect is traced to (allocations for GPU time, requests for serving...)."""
+    return diff.EFFECT[effect].records
+
+
+def default_days(comp: Computation) -> tuple[tuple[date, date], tuple[date, date]]:
+    """The two periods the Compare page opens with: the last two whole calendar months when the
+    source spans them, else its first and last n whole days (n = half the days), in its time zone."""
+    first, last = views.period_days(comp)
+    month_end = date(last.year, last.month, 1) - timedelta(days=1)
+    if (last + timedelta(days=1)).day == 1:  # the period ends with a whole month
+        month_end = last
+    new_start = date(month_end.year, month_end.month, 1)
+    base_end = new_start - timedelta(days=1)
+    base_start = date(base_end.year, base_end.month, 1)
+    if base_start >= first:
+        return (base_start, base_end), (new_start, month_end)
+    n = max(1, ((last - first).days + 1) // 2)
+    return (first, first + timedelta(days=n - 1)), (last - timedelta(days=n - 1), last)
+
+
+def day_span(comp: Computation, days: tuple[date, date]) -> Span:
+    """Whole days [first, last] in the computation's time zone, as UTC instants [start, end)."""
+    tz = ZoneInfo(comp.period.timezone)
+    first, last = days
+    s = datetime(first.year, first.month, first.day, tzinfo=tz)
+    e = datetime(last.year, last.month, last.day, tzinfo=tz) + timedelta(days=1)
+    return s.astimezone(ZoneInfo("UTC")), e.astimezone(ZoneInfo("UTC"))
