@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
+import polars as pl
+
 from . import api, diff, views
 from .config import Config, load_config
 from .engine import Computation
@@ -74,7 +76,7 @@ def effect_tables(effect: str) -> tuple[str, ...]:
 def default_days(comp: Computation) -> tuple[tuple[date, date], tuple[date, date]]:
     """The two periods the Compare page opens with: the last two whole calendar months when the
     source spans them, else its first and last n whole days (n = half the days), in its time zone."""
-    first, last = views.period_days(comp)
+    first, last = whole_days(comp)
     month_end = date(last.year, last.month, 1) - timedelta(days=1)
     if (last + timedelta(days=1)).day == 1:  # the period ends with a whole month
         month_end = last
@@ -87,6 +89,18 @@ def default_days(comp: Computation) -> tuple[tuple[date, date], tuple[date, date
     return (first, first + timedelta(days=n - 1)), (last - timedelta(days=n - 1), last)
 
 
+def whole_days(comp: Computation) -> tuple[date, date]:
+    """The first and last whole day of the computation's period in its time zone (the days it
+    touches when it covers no whole day)."""
+    tz = ZoneInfo(comp.period.timezone)
+    start, end = comp.period.start.astimezone(tz), comp.period.end.astimezone(tz)
+    first = start.date() if start.time() == datetime.min.time() else start.date() + timedelta(days=1)
+    last = end.date() - timedelta(days=1)
+    if first > last:
+        return views.period_days(comp)
+    return first, last
+
+
 def day_span(comp: Computation, days: tuple[date, date]) -> Span:
     """Whole days [first, last] in the computation's time zone, as UTC instants [start, end)."""
     tz = ZoneInfo(comp.period.timezone)
@@ -94,3 +108,27 @@ def day_span(comp: Computation, days: tuple[date, date]) -> Span:
     s = datetime(first.year, first.month, first.day, tzinfo=tz)
     e = datetime(last.year, last.month, last.day, tzinfo=tz) + timedelta(days=1)
     return s.astimezone(ZoneInfo("UTC")), e.astimezone(ZoneInfo("UTC"))
+
+
+BY_NAMES = {"tenant": "tenants", "project": "projects", "model": "models", "pool": "pools"}
+
+
+def effect_label(effect: str, by: str) -> str:
+    """An effect's label; new and gone name the dimension (`New tenants in the period`)."""
+    if effect in ("new", "gone"):
+        return f"{effect.capitalize()} {BY_NAMES[by]} in the period"
+    return diff.EFFECT[effect].label
+
+
+def effect_summary(d: diff.Diff, n: int = 2) -> pl.DataFrame:
+    """The effects with their labels, notes and the owners carrying most of each (`mainly`)."""
+    rows = []
+    for r in d.effects.iter_rows(named=True):
+        k = r["effect"]
+        o = d.owners.filter((pl.col("kind") == "owner") & pl.col(k).is_not_null() & (pl.col(k).abs() > 0.005))
+        o = o.sort(pl.col(k).abs(), descending=True).head(n)
+        mainly = ", ".join(f"{x['key']} {x[k]:+,.2f}" for x in o.iter_rows(named=True))
+        rows.append({"effect": k, "label": effect_label(k, d.by), "value": r["value"], "mainly": mainly or None,
+                     "note": r["note"]})
+    return pl.DataFrame(rows, schema={"effect": pl.String, "label": pl.String, "value": pl.Float64,
+                                      "mainly": pl.String, "note": pl.String})

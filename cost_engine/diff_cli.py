@@ -13,9 +13,6 @@ import polars as pl
 
 from . import compare, diff
 
-BY_NAMES = {"tenant": "tenants", "project": "projects", "model": "models", "pool": "pools"}
-
-
 def _fail(msg: str) -> None:
     click.echo(f"error: {msg}", err=True)
     sys.exit(2)
@@ -31,19 +28,6 @@ def _when(t: datetime, tz: str) -> str:
     return t.astimezone(ZoneInfo(tz)).strftime("%Y-%m-%d %H:%M")
 
 
-def _effect_label(effect: str, by: str) -> str:
-    if effect in ("new", "gone"):
-        return f"{effect} {BY_NAMES[by]}"
-    return diff.EFFECT[effect].label
-
-
-def _mainly(d: diff.Diff, effect: str, n: int = 2) -> str:
-    """The owners carrying most of an effect, for the line's right-hand side."""
-    o = d.owners.filter(pl.col(effect).is_not_null() & (pl.col(effect).abs() > 0.005))
-    o = o.sort(pl.col(effect).abs(), descending=True).head(n)
-    return ", ".join(f"{r['key']} {_money(r[effect], True)}" for r in o.iter_rows(named=True))
-
-
 def render(d: diff.Diff, spans: tuple[compare.Span, compare.Span], tz: str, currency: str, source: str,
            top: int = 10) -> str:
     """The terminal summary: both totals, each effect with who carries it, the owners, the notes."""
@@ -57,14 +41,14 @@ def render(d: diff.Diff, spans: tuple[compare.Span, compare.Span], tz: str, curr
         f"method  {d.method}",
         "",
     ]
-    width = max(len(_effect_label(k, d.by)) for k in d.effects["effect"].to_list())
+    summary = compare.effect_summary(d)
+    width = max(len(lab) for lab in summary["label"].to_list())
     lines.append(f"{'effect':<{width}}  {'change':>14}   mainly")
     lines.append(f"{'base total':<{width}}  {_money(d.base_total):>14}")
-    for r in d.effects.iter_rows(named=True):
+    for r in summary.iter_rows(named=True):
         if r["value"] is not None and abs(r["value"]) < 0.005 and not r["note"]:
             continue
-        lines.append(f"{_effect_label(r['effect'], d.by):<{width}}  {_money(r['value'], True):>14}   "
-                     f"{_mainly(d, r['effect']) if r['effect'] not in ('idle', 'unattributed') else ''}".rstrip())
+        lines.append(f"{r['label']:<{width}}  {_money(r['value'], True):>14}   {r['mainly'] or ''}".rstrip())
     lines.append(f"{'new total':<{width}}  {_money(d.new_total):>14}")
     lines += ["", f"by {d.by} (largest changes first)"]
     keys = [k for k in d.effects["effect"].to_list()]
@@ -96,11 +80,11 @@ def render_owner(d: diff.Diff, key: str, pages: dict[str, tuple], limit: int) ->
     for e in d.effects["effect"].to_list():
         v = row.get(e)
         if v is None and e == "efficiency" and row["base_allocated_gpu_hours"] and row["new_allocated_gpu_hours"]:
-            lines.append(f"  {_effect_label(e, d.by):<58} unknown (no activity measured in one period)")
+            lines.append(f"  {compare.effect_label(e, d.by):<58} unknown (no activity measured in one period)")
             continue
         if v is None or abs(v) < 0.005:
             continue
-        lines.append(f"  {_effect_label(e, d.by):<58} {_money(v, True):>12}")
+        lines.append(f"  {compare.effect_label(e, d.by):<58} {_money(v, True):>12}")
         for el in diff.top_elements(d, e, 3, key=key).iter_rows(named=True):
             lines.append(f"      {diff.describe_element(el):<54} {_money(el[e], True):>12}")
     for table, (pb, pn) in pages.items():
@@ -190,8 +174,7 @@ def _write_chart(d: diff.Diff, path: str, currency: str, spans, tz: str) -> None
 
     (b0, b1), (n0, n1) = spans
     fig = charts.waterfall(d.effects.with_columns(
-        pl.when(pl.col("effect").is_in(["new", "gone"])).then(pl.col("effect") + pl.lit(" " + BY_NAMES[d.by]))
-        .otherwise(pl.col("label")).alias("label")), d.base_total, d.new_total, currency,
+        pl.Series("label", [compare.effect_label(e, d.by) for e in d.effects["effect"]])), d.base_total, d.new_total, currency,
         f"base {_when(b0, tz)[:10]}", f"period {_when(n0, tz)[:10]}")
     suffix = path.rsplit(".", 1)[-1].lower()
     try:
