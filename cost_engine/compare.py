@@ -121,14 +121,16 @@ def effect_label(effect: str, by: str) -> str:
 
 
 def effect_summary(d: diff.Diff, n: int = 2) -> pl.DataFrame:
-    """The effects with their labels, notes and the owners carrying most of each (`mainly`)."""
+    """The effects with their labels (`short` for a chart axis), notes and the owners carrying most
+    of each (`mainly`): what the CLI prints, the page tabulates and charts.waterfall draws."""
     rows = []
     for r in d.effects.iter_rows(named=True):
         k = r["effect"]
         o = d.owners.filter((pl.col("kind") == "owner") & pl.col(k).is_not_null() & (pl.col(k).abs() > 0.005))
         o = o.sort(pl.col(k).abs(), descending=True).head(n)
         mainly = ", ".join(f"{x['key']} {x[k]:+,.2f}" for x in o.iter_rows(named=True))
-        rows.append({"effect": k, "label": effect_label(k, d.by), "value": r["value"], "mainly": mainly or None,
-                     "note": r["note"]})
-    return pl.DataFrame(rows, schema={"effect": pl.String, "label": pl.String, "value": pl.Float64,
-                                      "mainly": pl.String, "note": pl.String})
+        short = f"{k.capitalize()} {BY_NAMES[d.by]}" if k in ("new", "gone") else diff.EFFECT[k].short
+        rows.append({"effect": k, "label": effect_label(k, d.by), "short": short, "value": r["value"],
+                     "mainly": mainly or None, "note": r["note"]})
+    return pl.DataFrame(rows, schema={"effect": pl.String, "label": pl.String, "short": pl.String,
+                                      "value": pl.Float64, "mainly": pl.String, "note": pl.String})

@@ -37,25 +37,30 @@ class Effect:
     group: str  # gpu | serving | other | owners
     label: str
     records: tuple[str, ...]  # the record tables behind it (views.records tables)
+    short: str = ""  # a chart axis label
 
 
 EFFECTS: tuple[Effect, ...] = (
-    Effect("volume", "gpu", "Volume: allocated GPU-hours at constant efficiency", ("allocations",)),
-    Effect("efficiency", "gpu", "Efficiency: allocated GPU-hours per active GPU-hour", ("allocations",)),
-    Effect("mix", "gpu", "Mix: share of pools and accelerators", ("allocations",)),
-    Effect("price", "gpu", "Price: cost per allocated GPU-hour by pool and category", ("allocations", "costs")),
-    Effect("idle", "gpu", "Idle: the idle line, or idle cost charged to owners", ("allocations", "costs")),
-    Effect("requests", "serving", "Requests sent", ("requests",)),
-    Effect("input_per_request", "serving", "Input tokens per request (uncached + cached)", ("requests",)),
-    Effect("cache_hit_rate", "serving", "Cache hit rate (cached share of input tokens)", ("requests",)),
-    Effect("output_per_request", "serving", "Output tokens per request", ("requests",)),
-    Effect("cost_per_token", "serving", "Cost per token of the models used", ("requests", "costs")),
+    Effect("volume", "gpu", "Volume: allocated GPU-hours at constant efficiency", ("allocations",), "Volume"),
+    Effect("efficiency", "gpu", "Efficiency: allocated GPU-hours per active GPU-hour", ("allocations",),
+           "Efficiency"),
+    Effect("mix", "gpu", "Mix: share of pools and accelerators", ("allocations",), "Mix"),
+    Effect("price", "gpu", "Price: cost per allocated GPU-hour by pool and category", ("allocations", "costs"),
+           "Price"),
+    Effect("idle", "gpu", "Idle: the idle line, or idle cost charged to owners", ("allocations", "costs"), "Idle"),
+    Effect("requests", "serving", "Requests sent", ("requests",), "Requests"),
+    Effect("input_per_request", "serving", "Input tokens per request (uncached + cached)", ("requests",),
+           "Input / request"),
+    Effect("cache_hit_rate", "serving", "Cache hit rate (cached share of input tokens)", ("requests",),
+           "Cache hit rate"),
+    Effect("output_per_request", "serving", "Output tokens per request", ("requests",), "Output / request"),
+    Effect("cost_per_token", "serving", "Cost per token of the models used", ("requests", "costs"), "Cost / token"),
     Effect("cost_per_request", "serving", "Cost per request of the models used (requests recharge)",
-           ("requests", "costs")),
-    Effect("direct", "other", "Direct and per-project costs", ("costs",)),
-    Effect("unattributed", "other", "Unattributed: owner keys that map to no project", ()),
-    Effect("new", "owners", "New in the period", ("allocations", "requests", "costs")),
-    Effect("gone", "owners", "Gone in the period", ("allocations", "requests", "costs")),
+           ("requests", "costs"), "Cost / request"),
+    Effect("direct", "other", "Direct and per-project costs", ("costs",), "Direct"),
+    Effect("unattributed", "other", "Unattributed: owner keys that map to no project", (), "Unattributed"),
+    Effect("new", "owners", "New in the period", ("allocations", "requests", "costs"), "New"),
+    Effect("gone", "owners", "Gone in the period", ("allocations", "requests", "costs"), "Gone"),
 )
 EFFECT = {e.key: e for e in EFFECTS}
 EFFECT_KEYS = tuple(e.key for e in EFFECTS)

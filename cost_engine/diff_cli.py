@@ -119,6 +119,8 @@ def diff_cmd(source: str, base: str, period: str, by: str, config: str | None, a
     from .bundle import BundleError
     from .config import ConfigError, load_config
 
+    if chart is not None and chart.rsplit(".", 1)[-1].lower() not in ("html", "png", "svg"):
+        _fail(f"--chart {chart}: use a .html, .png or .svg file")
     try:
         cfg = load_config(api.find_config(source, config))
     except ConfigError as exc:
@@ -173,17 +175,14 @@ def _write_chart(d: diff.Diff, path: str, currency: str, spans, tz: str) -> None
     from . import charts, exporters
 
     (b0, b1), (n0, n1) = spans
-    fig = charts.waterfall(d.effects.with_columns(
-        pl.Series("label", [compare.effect_label(e, d.by) for e in d.effects["effect"]])), d.base_total, d.new_total, currency,
-        f"base {_when(b0, tz)[:10]}", f"period {_when(n0, tz)[:10]}")
+    fig = charts.waterfall(compare.effect_summary(d), d.base_total, d.new_total, currency,
+                           f"base {_when(b0, tz)[:10]}", f"period {_when(n0, tz)[:10]}")
     suffix = path.rsplit(".", 1)[-1].lower()
     try:
         if suffix == "html":
             data = exporters.to_html(fig, title="Why the cost changed").encode("utf-8")
-        elif suffix in ("png", "svg"):
-            data = exporters.to_png(fig) if suffix == "png" else exporters.to_svg(fig)
         else:
-            _fail(f"--chart {path}: use a .html, .png or .svg file")
+            data = exporters.to_png(fig) if suffix == "png" else exporters.to_svg(fig)
     except exporters.ExportError as exc:
         _fail(f"--chart {path}: {exc}")
     with open(path, "wb") as fh:

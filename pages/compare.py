@@ -110,16 +110,16 @@ m[3].metric("Residual", f"{d.residual:.1e}", border=True,
             help=f"Change - sum of the effects: 0 to rounding. Method: {d.method}.")
 
 effect_rows = compare.effect_summary(d)
-labelled = d.effects.with_columns(effect_rows["label"])
-common.chart(charts.waterfall(labelled, d.base_total, d.new_total, cur, base_name, new_name),
+common.chart(charts.waterfall(effect_rows, d.base_total, d.new_total, cur, base_name, new_name),
              "compare_waterfall", name="why-the-cost-changed")
 for note in d.notes:
     st.info(common.md(note))
 st.caption("Each effect is what one factor's change moved, with the others in between both periods (LMDI: "
-           "docs/engine.md). Effects of 0 are hidden in the chart.")
+           "docs/engine.md). Effects of 0 are hidden in the chart, and its value axis starts near the smaller "
+           "total, not at 0.")
 effect_table = effect_rows.filter(
     pl.col("value").is_null() | (pl.col("value").abs() > 1e-9) | pl.col("note").is_not_null()
-).select("label", pl.col("value").alias("cost_change"), "mainly", "note")
+).select("label", pl.col("value").alias("cost_change"), "mainly", pl.col("note").fill_null(""))
 common.table(effect_table, "compare_effects", name="compare-effects",
              column_config=common.money_columns(effect_table, ["cost_change"]))
 
@@ -149,8 +149,7 @@ if owner and row is None:
     st.warning(f"No {by} {common.md(owner)} in either period (check the periods and the sidebar filters).")
 if row is not None:
     st.subheader(common.md(f"Why {by} {owner} changed"))
-    own = d.owner_effects(owner).with_columns(
-        pl.Series("label", [compare.effect_label(k, by) for k in d.effects["effect"]]))
+    own = d.owner_effects(owner).with_columns(effect_rows["label"], effect_rows["short"])
     common.chart(charts.waterfall(own, row["base_cost"], row["new_cost"], cur, base_name, new_name,
                                   title=f"{charts.label(owner)}: why the cost changed ({cur})"),
                  "compare_owner_waterfall", name=f"why-{owner}-changed")

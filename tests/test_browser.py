@@ -252,3 +252,52 @@ def test_html_in_names_shows_as_text(server, page, data):
         settle(page)
         no_exceptions(page)
         assert not page.dialogs and page.locator("img[src=x]").count() == 0
+
+
+def records_cells(pg) -> list[str]:
+    """The cells of the Compare page's fifth table (the period's records), once it has rows drawn."""
+    grid = pg.locator('[data-testid="stDataFrame"]').nth(4)
+    grid.scroll_into_view_if_needed()
+    grid.locator("table[role=grid] td").first.wait_for(state="attached", timeout=30_000)
+    return grid_cells(pg, 4)
+
+
+def test_compare_page_waterfall_and_drill_down(server, page, browser):
+    """Compare: the waterfall draws, the change shown is the engine's, a row opens the owner's
+    drill-down with the records behind it, and the URL alone reopens it."""
+    from cost_engine import api, compare, diff
+    from cost_engine.engine import compute
+
+    comp = api.run(ROOT / "sample_data" / "fleet-week")
+    base, period = "2026-10-06..2026-10-08", "2026-10-09..2026-10-11"
+    tz = comp.period.timezone
+    expected = compare.compare_periods(
+        compute(comp.bundle, compare.period_config(comp.config, diff.parse_span(base, tz))),
+        compute(comp.bundle, compare.period_config(comp.config, diff.parse_span(period, tz))), by="tenant")
+    open_url(page, f"{server}/compare?base={base}&period={period}&by=tenant")
+    no_exceptions(page)
+    charts_drawn(page)
+    page.wait_for_selector('[data-testid="stPlotlyChart"] .waterfalllayer .trace', state="attached", timeout=30_000)
+    assert page.get_by_text(f"{expected.change:+,.2f}", exact=True).count() >= 1
+    shot(page, "compare")
+    top = expected.owners.filter(expected.owners["kind"] == "owner")["key"][0]
+    click_row(page, 1, 0)  # the owner with the largest change
+    page.wait_for_url(re.compile(rf"owner={top}"))
+    settle(page)
+    no_exceptions(page)
+    assert page.get_by_role("heading", name=f"Why tenant {top} changed").count() == 1
+    page.wait_for_function(
+        "() => document.querySelectorAll('[data-testid=\"stPlotlyChart\"] .waterfalllayer .trace').length >= 2")
+    cells = records_cells(page)  # the period's records behind the first effect
+    assert any(c.startswith("alloc-") for c in cells)
+    shot(page, "compare-owner")
+    url = page.url
+    other = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+    try:
+        open_url(other, url)
+        no_exceptions(other)
+        assert other.get_by_role("heading", name=f"Why tenant {top} changed").count() == 1
+        assert records_cells(other) == cells
+    finally:
+        other.context.close()
+    assert not page.dialogs

@@ -406,3 +406,23 @@ def test_effects_always_add_up_to_the_change(base, new, recharge, weights):
     keys = d.effects["effect"].to_list()
     for r in d.owners.iter_rows(named=True):
         assert abs(sum(r[k] or 0.0 for k in keys) - r["change"]) <= 1e-9 * scale
+
+
+def test_waterfall_chart_from_base_to_new():
+    """The unknown-efficiency case drawn: base $24, one relative bar (volume +24), new $48; the
+    unknown efficiency is named under the chart, not drawn as a 0 bar."""
+    from cost_engine import charts
+
+    d = run({
+        "inventory": [card("g1", D1, D1 + timedelta(hours=12)), card("g2", D2, D3)],
+        "allocations": [alloc("a1", "g1", D1, D1 + timedelta(hours=12)), alloc("a2", "g2", D2, D3)],
+        "rates": [rate(2.0)],
+    })
+    fig = charts.waterfall(compare.effect_summary(d), d.base_total, d.new_total, "USD", "base", "period")
+    w = charts.figure_spec(fig)["data"][0]
+    assert w["type"] == "waterfall"
+    assert list(w["x"]) == ["base", "Volume", "period"]
+    assert list(w["measure"]) == ["absolute", "relative", "total"]
+    assert list(w["y"]) == pytest.approx([24.0, 24.0, 48.0])
+    notes = [a["text"] for a in charts.figure_spec(fig)["layout"]["annotations"]]
+    assert any("unknown, not drawn: Efficiency" in t for t in notes)
