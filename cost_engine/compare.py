@@ -64,8 +64,9 @@ def compare_records(comp_base: Computation, comp_new: Computation, filters: view
     """One page of the records (allocations, requests or cost rows) behind an owner's figure in
     each period: what its effects were computed from (views.records, i.e. the engine's lineage)."""
     who, f = _who(by, key, filters)
-    return tuple(views.records(c, f, source, table=table, page=page, page_size=page_size, **who)  # type: ignore[return-value]
+    base, new = (views.records(c, f, source, table=table, page=page, page_size=page_size, **who)
                  for c in (comp_base, comp_new))
+    return base, new
 
 
 def effect_tables(effect: str) -> tuple[str, ...]:

@@ -12,7 +12,6 @@ the formulas. Pure functions over frames: no Streamlit, no I/O.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
@@ -228,6 +227,9 @@ class Diff:
         )
 
     def to_dict(self) -> dict:
+        """Plain JSON: numbers as numbers, a non-finite one as null (report's rule)."""
+        from .report import _num, _rows
+
         return {
             "by": self.by,
             "method": self.method,
@@ -241,16 +243,6 @@ class Diff:
             "elements": _rows(self.elements),
             "notes": list(self.notes),
         }
-
-
-def _num(v: Any) -> Any:
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    return v
-
-
-def _rows(frame: pl.DataFrame) -> list[dict]:
-    return [{k: _num(v) for k, v in r.items()} for r in frame.to_dicts()]
 
 
 # ------------------------------------------------------------------------------------ LMDI core
@@ -434,13 +426,15 @@ def _efficiency(base: PeriodFacts, new: PeriodFacts) -> pl.DataFrame:
 
 def _presence(base: PeriodFacts, new: PeriodFacts) -> pl.DataFrame:
     """Per key: cost, allocated hours and requests in each period, and its status."""
+    zero = pl.lit(0.0)
+
     def side(p: PeriodFacts) -> pl.DataFrame:
         return pl.concat([
-            p.gpu_cost.select("key", "cost", pl.lit(0.0).alias("h"), pl.lit(0.0).alias("r")),
-            p.serving_cost.select("key", "cost", pl.lit(0.0).alias("h"), pl.lit(0.0).alias("r")),
-            p.direct.select("key", "cost", pl.lit(0.0).alias("h"), pl.lit(0.0).alias("r")),
-            p.gpu_hours.select("key", pl.lit(0.0).alias("cost"), pl.col("allocated_h").alias("h"), pl.lit(0.0).alias("r")),
-            p.serving_use.select("key", pl.lit(0.0).alias("cost"), pl.lit(0.0).alias("h"), pl.col("requests").alias("r")),
+            p.gpu_cost.select("key", "cost", zero.alias("h"), zero.alias("r")),
+            p.serving_cost.select("key", "cost", zero.alias("h"), zero.alias("r")),
+            p.direct.select("key", "cost", zero.alias("h"), zero.alias("r")),
+            p.gpu_hours.select("key", zero.alias("cost"), pl.col("allocated_h").alias("h"), zero.alias("r")),
+            p.serving_use.select("key", zero.alias("cost"), zero.alias("h"), pl.col("requests").alias("r")),
         ]).group_by("key").agg(pl.col("cost").sum(), pl.col("h").sum(), pl.col("r").sum())
     t = side(base).rename({"cost": "base_cost", "h": "h0", "r": "r0"}).join(
         side(new).rename({"cost": "new_cost", "h": "h1", "r": "r1"}), on="key", how="full", coalesce=True,
@@ -575,7 +569,10 @@ def _owners(elements: pl.DataFrame, status: pl.DataFrame, eff: pl.DataFrame, unk
     if "efficiency" in keys:
         t = t.with_columns(pl.when(pl.col("key").is_in(unknown["key"].to_list()) & (pl.col("kind") == "owner"))
                            .then(None).otherwise(pl.col("efficiency")).alias("efficiency"))
-    t = t.join(labels, on="key", how="left") if labels.height else t.with_columns(pl.lit(None, dtype=pl.String).alias("tenant"))
+    if labels.height:
+        t = t.join(labels, on="key", how="left")
+    else:
+        t = t.with_columns(pl.lit(None, dtype=pl.String).alias("tenant"))
     cols = ["kind", "key", "tenant", "status", "base_cost", "new_cost", "change", *keys,
             "base_allocated_gpu_hours", "new_allocated_gpu_hours", "base_active_gpu_hours", "new_active_gpu_hours",
             "efficiency_known", "base_requests", "new_requests"]
@@ -598,7 +595,9 @@ def describe_element(row: Mapping[str, Any]) -> str:
         s = " · ".join(str(p) for p in parts if p)
         return s + (" (idle chargeback)" if row.get("part") == "idle" else "")
     if chain == "serving":
-        return f"{row.get('model')} · {row.get('kind')} tokens" if row.get("kind") != "requests" else str(row.get("model"))
+        if row.get("kind") == "requests":
+            return str(row.get("model"))
+        return f"{row.get('model')} · {row.get('kind')} tokens"
     return str(chain)
 
 

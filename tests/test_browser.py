@@ -4,6 +4,7 @@ sample fleet. Screenshots of each page go to test-output/screenshots/."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import re
 import time
@@ -121,6 +122,18 @@ def click_row(pg, table_index: int, row: int) -> None:
     pg.mouse.click(box["x"] + 16, box["y"] + 35 * (row + 1) + 17)
 
 
+@contextlib.contextmanager
+def fresh_page(browser, url: str):
+    """The URL alone, opened in a fresh browser session (no state carried over), without errors."""
+    other = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+    try:
+        open_url(other, url)
+        no_exceptions(other)
+        yield other
+    finally:
+        other.context.close()
+
+
 def grid_cells(pg, table_index: int) -> list[str]:
     """The cell texts of the n-th st.dataframe (its accessible table mirrors the visible rows).
 
@@ -167,15 +180,9 @@ def test_rankings_drill_down_and_shareable_url(server, page, browser):
     assert any(c.startswith("alloc-") for c in cells)
     shot(page, "rankings-records")
     # The URL alone reopens the same records, in a fresh browser session.
-    url = page.url
-    other = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
-    try:
-        open_url(other, url)
-        no_exceptions(other)
+    with fresh_page(browser, page.url) as other:
         assert grid_cells(other, 0) == cells
         assert other.get_by_role("heading", name=re.compile("^Raw records")).count() == 1
-    finally:
-        other.context.close()
     # The breadcrumb goes back to the top.
     page.get_by_role("button", name="All owners").click()
     page.wait_for_url(re.compile(r"level=tenants"))
@@ -291,13 +298,7 @@ def test_compare_page_waterfall_and_drill_down(server, page, browser):
     cells = records_cells(page)  # the period's records behind the first effect
     assert any(c.startswith("alloc-") for c in cells)
     shot(page, "compare-owner")
-    url = page.url
-    other = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
-    try:
-        open_url(other, url)
-        no_exceptions(other)
+    with fresh_page(browser, page.url) as other:
         assert other.get_by_role("heading", name=f"Why tenant {top} changed").count() == 1
         assert records_cells(other) == cells
-    finally:
-        other.context.close()
     assert not page.dialogs

@@ -259,7 +259,8 @@ def test_cache_hit_rate_only():
     d = serving([(200, 0, 100)] * 10, [(100, 100, 100)] * 10,
                 [card("s1", D1, end)], [svc("v1", "s1", D1, end)], [rate(2.0)])
     only(d, "cache_hit_rate", -7.2)
-    parts = {r["kind"]: r["cache_hit_rate"] for r in d.elements.filter(pl.col("chain") == "serving").iter_rows(named=True)}
+    serving_parts = d.elements.filter(pl.col("chain") == "serving")
+    parts = {r["kind"]: r["cache_hit_rate"] for r in serving_parts.iter_rows(named=True)}
     assert parts == pytest.approx({"input": -8.0, "cached": 0.8, "output": 0.0})
 
 
@@ -379,7 +380,8 @@ def period_facts(draw) -> diff.PeriodFacts:
                 alloc_h, cov = draw(hours), draw(st.floats(0, 1))
                 hrs.append((k, p, "acc-" + p, alloc_h, alloc_h * cov, alloc_h * cov * draw(st.floats(0, 1))))
     serve = [(k, m, draw(money)) for k in KEYS for m in MODELS if draw(st.booleans())]
-    use = [(k, m, draw(count), draw(count), draw(count), draw(count)) for k in KEYS for m in MODELS if draw(st.booleans())]
+    use = [(k, m, draw(count), draw(count), draw(count), draw(count))
+           for k in KEYS for m in MODELS if draw(st.booleans())]
     direct = [(k, draw(money)) for k in KEYS if draw(st.booleans())]
     return diff.PeriodFacts(
         gpu_cost=pl.DataFrame(gpu, schema=diff.GPU_COST_SCHEMA, orient="row"),
