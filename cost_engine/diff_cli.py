@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from datetime import datetime
@@ -11,7 +10,7 @@ from zoneinfo import ZoneInfo
 import click
 import polars as pl
 
-from . import compare, diff
+from . import compare, diff, jsonout
 
 def _fail(msg: str) -> None:
     click.echo(f"error: {msg}", err=True)
@@ -156,7 +155,10 @@ def diff_cmd(source: str, base: str, period: str, by: str, config: str | None, a
             out["records"] = {t: {"base": {"total": pb.total, "ids": pb.rows[pb.rows.columns[0]].to_list()},
                                   "period": {"total": pn.total, "ids": pn.rows[pn.rows.columns[0]].to_list()}}
                               for t, (pb, pn) in pages.items()}
-        click.echo(json.dumps(out, indent=2, default=str))
+        try:
+            click.echo(jsonout.dumps(out, indent=2, default=str))
+        except jsonout.NonFiniteError as exc:
+            _fail(str(exc))
         return
     click.echo(render(d, spans, tz, cur, source, top))
     if owner is not None:
