@@ -15,10 +15,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from zoneinfo import ZoneInfo
 
 import polars as pl
+
+from .tokens import request_sums
+
+if TYPE_CHECKING:
+    from .engine import Computation
 
 By = Literal["tenant", "project", "model", "pool"]
 BY: tuple[str, ...] = ("tenant", "project", "model", "pool")
@@ -111,8 +116,9 @@ def _cast(frame: pl.DataFrame, schema: Mapping[str, Any]) -> pl.DataFrame:
     return frame.select(pl.col(c).cast(t) for c, t in schema.items())
 
 
-def facts(comp: Any, by: str = "tenant") -> PeriodFacts:
-    """The facts of one Computation, read from its public frames (`money`, `seg`, `requests`)."""
+def facts(comp: Computation, by: str = "tenant") -> PeriodFacts:
+    """The facts of one Computation, read from its public frames (`money`, `seg`, `requests`;
+    sums over requests run on the streaming engine, as tokens.request_sums does for the report)."""
     if by not in BY:
         raise ValueError(f"unknown dimension {by!r}; one of {', '.join(BY)}")
     money, seg, req = comp.money.lazy(), comp.seg.lazy(), comp.requests.lazy()
@@ -160,7 +166,7 @@ def facts(comp: Any, by: str = "tenant") -> PeriodFacts:
     ).collect().row(0, named=True)
     if by == "project":
         labels = pl.concat([
-            money.filter(pl.col("project").is_not_null()).select("project", "tenant").collect(),
+            money.filter(pl.col("project").is_not_null()).select("project", "tenant").unique().collect(),
             seg.filter(pl.col("project").is_not_null()).select("project", "tenant").unique().collect(),
         ]).group_by("project").agg(pl.col("tenant").drop_nulls().first()).rename({"project": "key"})
     else:
@@ -169,7 +175,7 @@ def facts(comp: Any, by: str = "tenant") -> PeriodFacts:
         gpu_cost=_cast(gpu.collect(), GPU_COST_SCHEMA),
         gpu_hours=_cast(hours.collect(), GPU_HOURS_SCHEMA),
         serving_cost=_cast(serving.collect(), SERVING_COST_SCHEMA),
-        serving_use=_cast(use.collect(engine="streaming"), SERVING_USE_SCHEMA),
+        serving_use=_cast(request_sums(use), SERVING_USE_SCHEMA),
         direct=_cast(direct.collect(), DIRECT_SCHEMA),
         idle=float(buckets["idle"] or 0.0),
         unattributed=float(buckets["unattributed"] or 0.0),

@@ -30,6 +30,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from cost_engine import csv_guard
+
 TS_FMT = "%Y-%m-%dT%H:%M:%SZ"
 OUTPUT_KEY, OUTPUT_MODEL, OUTPUT_FACTOR = "key-rlhf-gen", "llama-3.1-70b", 2
 TARIFF_FACTOR = 1.4
@@ -82,49 +84,39 @@ def _path(folder: Path, table: str) -> Path:
 
 
 def _read(path: Path) -> pl.DataFrame:
-    """CSV as text (untouched cells are written back as they were), Parquet as typed columns."""
-    return pl.read_csv(path, infer_schema_length=0) if path.suffix == ".csv" else pl.read_parquet(path)
+    """A table as typed columns; from CSV timestamps stay the text they were (written back as is)."""
+    return pl.read_csv(path, infer_schema_length=None) if path.suffix == ".csv" else pl.read_parquet(path)
 
 
 def _write(frame: pl.DataFrame, path: Path) -> None:
     if path.suffix == ".csv":
-        frame.write_csv(path, datetime_format=TS_FMT)
+        csv_guard.write_csv(frame, path, datetime_format=TS_FMT)
     else:
         frame.write_parquet(path, compression="zstd")
 
 
-def _like(new: pl.DataFrame, old: pl.DataFrame, csv: bool) -> pl.DataFrame:
-    """`new` with `old`'s columns and types (text for CSV), missing columns empty."""
+def _like(new: pl.DataFrame, old: pl.DataFrame) -> pl.DataFrame:
+    """`new` with `old`'s columns and types (timestamps as text where `old` holds text), missing
+    columns empty."""
     cols = []
     for name, dtype in old.schema.items():
         c = new[name] if name in new.columns else pl.Series(name, [None] * new.height)
-        if csv:
-            if isinstance(c.dtype, pl.Datetime):
-                c = c.dt.strftime(TS_FMT)
-            cols.append(c.cast(pl.String))
-        else:
-            cols.append(c.cast(dtype))
+        if isinstance(c.dtype, pl.Datetime) and dtype == pl.String:
+            c = c.dt.strftime(TS_FMT)
+        cols.append(c.cast(dtype))
     return pl.DataFrame(cols)
 
 
 def _append(folder: Path, table: str, rows: pl.DataFrame) -> None:
     path = _path(folder, table)
     old = _read(path)
-    _write(pl.concat([old, _like(rows, old, path.suffix == ".csv")]), path)
+    _write(pl.concat([old, _like(rows, old)]), path)
 
 
-def _num(name: str) -> pl.Expr:
-    return pl.col(name).cast(pl.Float64)
-
-
-def _text(expr: pl.Expr, like: pl.DataType, csv: bool, integer: bool = False) -> pl.Expr:
-    if integer:
-        expr = expr.round(0).cast(pl.Int64)
-    return expr.cast(pl.String) if csv else expr.cast(like)
-
-
-def _after(split: datetime, csv: bool, col: str = "ts") -> pl.Expr:
-    return (pl.col(col) >= split.strftime(TS_FMT)) if csv else (pl.col(col) >= split)
+def _after(split: datetime, frame: pl.DataFrame, col: str = "ts") -> pl.Expr:
+    """At or after the split, whether `col` holds instants or (read from CSV) ISO text."""
+    at = split.strftime(TS_FMT) if frame.schema[col] == pl.String else split
+    return pl.col(col) >= at
 
 
 # ------------------------------------------------------------------------------ the changes
@@ -142,21 +134,18 @@ def plant(folder: Path, split: datetime, end: datetime, seed: int, interval_s: i
 
 def _double_output(folder: Path, split: datetime) -> dict:
     path = _path(folder, "requests")
-    csv = path.suffix == ".csv"
     r = _read(path)
-    hit = (pl.col("owner") == OUTPUT_KEY) & (pl.col("model") == OUTPUT_MODEL) & _after(split, csv)
+    hit = (pl.col("owner") == OUTPUT_KEY) & (pl.col("model") == OUTPUT_MODEL) & _after(split, r)
     n = int(r.select(hit.sum()).item())
-    old_decode = _num("decode_ms")
+    decode = pl.col("decode_ms").cast(pl.Float64)
     r = r.with_columns(
-        pl.when(hit).then(_text(_num("output_tokens") * OUTPUT_FACTOR, r.schema["output_tokens"], csv, True))
-        .otherwise(pl.col("output_tokens")).alias("output_tokens"),
+        pl.when(hit).then(pl.col("output_tokens") * OUTPUT_FACTOR).otherwise(pl.col("output_tokens"))
+        .cast(r.schema["output_tokens"]).alias("output_tokens"),
         # Twice the tokens take twice the decode time, and the request that much longer.
-        pl.when(hit & pl.col("decode_ms").is_not_null())
-        .then(_text((old_decode * OUTPUT_FACTOR).round(1), r.schema["decode_ms"], csv)).otherwise(pl.col("decode_ms"))
+        pl.when(hit).then((decode * OUTPUT_FACTOR).round(1)).otherwise(decode).cast(r.schema["decode_ms"])
         .alias("decode_ms"),
-        pl.when(hit & pl.col("decode_ms").is_not_null() & pl.col("latency_ms").is_not_null())
-        .then(_text((_num("latency_ms") + old_decode * (OUTPUT_FACTOR - 1)).round(1), r.schema["latency_ms"], csv))
-        .otherwise(pl.col("latency_ms")).alias("latency_ms"),
+        pl.when(hit).then((pl.col("latency_ms").cast(pl.Float64) + decode * (OUTPUT_FACTOR - 1)).round(1))
+        .otherwise(pl.col("latency_ms")).cast(r.schema["latency_ms"]).alias("latency_ms"),
     )
     _write(r, path)
     return {"what": "output_tokens_per_request", "key": OUTPUT_KEY, "project": "rlhf", "model": OUTPUT_MODEL,
@@ -209,7 +198,7 @@ def _append_telemetry(folder: Path, cards: list[str], split: datetime, end: date
     path = _path(folder, "telemetry")
     if path.suffix == ".csv":  # append the text: the file can be large
         with open(path, "a", encoding="utf-8") as fh:
-            fh.write(new.write_csv(include_header=False, datetime_format=TS_FMT))
+            fh.write(csv_guard.write_csv(new, None, include_header=False, datetime_format=TS_FMT))
     else:
         _write(pl.concat([pl.read_parquet(path), new.cast(pl.read_parquet_schema(path))]), path)
     return new.height
@@ -217,12 +206,10 @@ def _append_telemetry(folder: Path, cards: list[str], split: datetime, end: date
 
 def _tariff(folder: Path, split: datetime) -> dict:
     path = _path(folder, "tariffs")
-    csv = path.suffix == ".csv"
     t = _read(path)
-    hit = _after(split, csv, "start")
+    hit = _after(split, t, "start")
     n = int(t.select(hit.sum()).item())
-    t = t.with_columns(pl.when(hit).then(_text((_num("price_per_kwh") * TARIFF_FACTOR).round(4),
-                                               t.schema["price_per_kwh"], csv))
+    t = t.with_columns(pl.when(hit).then((pl.col("price_per_kwh") * TARIFF_FACTOR).round(4))
                        .otherwise(pl.col("price_per_kwh")).alias("price_per_kwh"))
     _write(t, path)
     return {"what": "electricity_price", "factor": TARIFF_FACTOR, "tariff_rows": n,
