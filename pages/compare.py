@@ -119,7 +119,7 @@ st.caption("Each effect is what one factor's change moved, with the others in be
            "total, not at 0.")
 effect_table = effect_rows.filter(
     pl.col("value").is_null() | (pl.col("value").abs() > 1e-9) | pl.col("note").is_not_null()
-).select("label", pl.col("value").alias("cost_change"), "mainly", pl.col("note").fill_null(""))
+).select("label", pl.col("value").alias("cost_change"), pl.col("mainly").fill_null(""), pl.col("note").fill_null(""))
 common.table(effect_table, "compare_effects", name="compare-effects",
              column_config=common.money_columns(effect_table, ["cost_change"]))
 

@@ -192,14 +192,16 @@ def test_direct_only():
 
 
 def serving(base_req: list[tuple[int, int, int]], new_req: list[tuple[int, int, int]], cards: list[dict],
-            allocs: list[dict], rates: list[dict]) -> diff.Diff:
-    """A model `m` served by `platform`; `chat` sends requests (input, cached, output) each day."""
+            allocs: list[dict], rates: list[dict], by: str = "tenant", owners: tuple[str, str] = ("chat", "chat"),
+            **sections) -> diff.Diff:
+    """A model `m` served by `platform`; `chat` (or owners[0] in the base period and owners[1] in
+    the new one) sends requests (input, cached, output) each day."""
     req = []
-    for day, rows in ((D1, base_req), (D2, new_req)):
+    for day, rows, who in ((D1, base_req, owners[0]), (D2, new_req, owners[1])):
         for i, (inp, cached, out) in enumerate(rows):
-            req.append({"request_id": f"r-{day.day}-{i}", "ts": day + timedelta(minutes=10 + i), "owner": "chat",
+            req.append({"request_id": f"r-{day.day}-{i}", "ts": day + timedelta(minutes=10 + i), "owner": who,
                         "model": "m", "input_tokens": inp, "cached_input_tokens": cached, "output_tokens": out})
-    return run({"inventory": cards, "allocations": allocs, "rates": rates, "requests": req})
+    return run({"inventory": cards, "allocations": allocs, "rates": rates, "requests": req}, by=by, **sections)
 
 
 def svc(aid: str, gpu: str, start: datetime, end: datetime) -> dict:
@@ -228,6 +230,55 @@ def test_seed000_output_doubled_requests_equal():
     out = d.elements.filter((pl.col("key") == "chat") & (pl.col("kind") == "output")).row(0, named=True)
     assert (out["base_cost"], out["new_cost"], out["output_per_request"]) == pytest.approx((32.0, 64.0, 32.0))
     assert d.owner("platform")["change"] == pytest.approx(0.0)
+
+
+@pytest.mark.parametrize("by", ["project", "model", "pool"])
+def test_seed000_lands_on_output_per_request_in_every_dimension(by):
+    """The seed 000 case split by project (chat), by model (m: its requests and its recharged
+    cost) and by pool (p: the pool serving m, set against m's requests): the same +$32
+    ($48 -> $80, see above), all output tokens per request."""
+    d = serving(
+        [(200, 0, 100)] * 10, [(200, 0, 200)] * 10,
+        [card("s1", D1, D3), card("s2", D2, D2 + timedelta(hours=16))],
+        [svc("v1", "s1", D1, D3), svc("v2", "s2", D2, D2 + timedelta(hours=16))],
+        [rate(2.0)], by=by,
+    )
+    only(d, "output_per_request", 32.0)
+    key = {"project": "chat", "model": "m", "pool": "p"}[by]
+    row = d.owner(key)
+    assert (row["base_cost"], row["new_cost"], row["output_per_request"]) == pytest.approx((48.0, 80.0, 32.0))
+    assert row["base_requests"] == row["new_requests"] == 10
+
+
+def test_seed000_under_requests_recharge_is_cost_per_request():
+    """The seed 000 fleet with inference_recharge = "requests": the model's cost follows requests
+    only, so chat's $48 -> $80 for the same 10 requests is cost per request $4.80 -> $8.00:
+    +$32, all cost per request; tokens per request have no effect under this rule (a note says so)."""
+    d = serving(
+        [(200, 0, 100)] * 10, [(200, 0, 200)] * 10,
+        [card("s1", D1, D3), card("s2", D2, D2 + timedelta(hours=16))],
+        [svc("v1", "s1", D1, D3), svc("v2", "s2", D2, D2 + timedelta(hours=16))],
+        [rate(2.0)], allocation={"inference_recharge": "requests"},
+    )
+    only(d, "cost_per_request", 32.0)
+    assert "cost_per_token" not in effects(d)
+    assert any("recharged by requests" in n for n in d.notes)
+
+
+def test_serving_owners_new_and_gone():
+    """The same 10 requests (200 in, 100 out) and the same service ($48, one card all day) both
+    days, but `chat` sends them on day 1 and `bot` on day 2. By project: chat is gone (-$48), bot
+    is new (+$48), the change is 0 and no factor moved. By model the two days are the same
+    requests to m: every effect is 0."""
+    args = ([(200, 0, 100)] * 10, [(200, 0, 100)] * 10, [card("s1", D1, D3)], [svc("v1", "s1", D1, D3)],
+            [rate(2.0)])
+    d = serving(*args, by="project", owners=("chat", "bot"))
+    e = effects(d)
+    assert (e["gone"], e["new"], d.change) == pytest.approx((-48.0, 48.0, 0.0))
+    assert all((v or 0.0) == pytest.approx(0.0) for k, v in e.items() if k not in ("new", "gone"))
+    assert (d.owner("chat")["status"], d.owner("bot")["status"]) == ("gone", "new")
+    assert (d.owner("bot")["base_requests"], d.owner("bot")["new_requests"]) == (0, 10)
+    only(serving(*args, by="model", owners=("chat", "bot")), "requests", 0.0)
 
 
 def test_requests_only():
