@@ -7,6 +7,7 @@ change, and the records behind an effect are read with `views.records` (the engi
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -49,24 +50,62 @@ def compare_periods(comp_base: Computation, comp_new: Computation, filters: view
                           token_weights=(w.input, w.cached_input, w.output))
 
 
-def _who(by: str, key: str, filters: views.Filters | None) -> tuple[dict[str, Any], views.Filters | None]:
-    """views.records' arguments for an owner of the dimension (a pool narrows by filter)."""
+def _who(by: str, key: str, filters: views.Filters | None, pool: str | None = None,
+         accelerator: str | None = None, model: str | None = None) -> tuple[dict[str, Any], views.Filters | None]:
+    """views.records' arguments for an owner of the dimension (a pool narrows by filter), narrowed
+    to a pool and accelerator (GPU time) or a model (serving) when given: one of effect_scopes."""
+    f = (filters or views.NO_FILTERS).model_dump()
+    who: dict[str, Any] = {}
     if by == "pool":
-        f = (filters or views.NO_FILTERS).model_dump()
         f["pools"] = (key,)
-        return {}, views.Filters(**f)
-    return {by: key}, filters
+    else:
+        who[by] = key
+    if pool is not None:
+        f["pools"] = (pool,)
+    if accelerator is not None:
+        f["accelerators"] = (accelerator,)
+    if model is not None and by != "model":
+        who["model"] = model
+    return who, views.Filters(**f)
 
 
 def compare_records(comp_base: Computation, comp_new: Computation, filters: views.Filters | None,
                     source: str | Path | None, *, by: str, key: str, table: views.RecordTable, page: int = 0,
-                    page_size: int = 25) -> tuple[views.RecordsPage, views.RecordsPage]:
+                    page_size: int = 25, scope: Mapping[str, Any] | None = None
+                    ) -> tuple[views.RecordsPage, views.RecordsPage]:
     """One page of the records (allocations, requests or cost rows) behind an owner's figure in
-    each period: what its effects were computed from (views.records, i.e. the engine's lineage)."""
-    who, f = _who(by, key, filters)
+    each period: what its effects were computed from (views.records, i.e. the engine's lineage).
+    `scope` (a row of effect_scopes) narrows them to the pool and accelerator or the model that
+    carries an effect."""
+    sc = scope or {}
+    who, f = _who(by, key, filters, sc.get("pool"), sc.get("accelerator"), sc.get("model"))
     base, new = (views.records(c, f, source, table=table, page=page, page_size=page_size, **who)
                  for c in (comp_base, comp_new))
     return base, new
+
+
+SCOPE_SCHEMA = {"scope": pl.String, "pool": pl.String, "accelerator": pl.String, "model": pl.String,
+                "value": pl.Float64}
+
+
+def effect_scopes(d: diff.Diff, key: str, effect: str) -> pl.DataFrame:
+    """Where one owner's effect sits, in the units its records can be narrowed to: a pool and
+    accelerator for GPU time, a model for serving; largest first. `scope` is a label (unique per
+    row: the page keeps it in the URL); pool, accelerator and model are compare_records' scope."""
+    el = d.elements.filter((pl.col("key") == key) & (pl.col(effect).abs() > 1e-9))
+    gpu = el.filter(pl.col("chain") == "gpu").group_by("pool", "accelerator").agg(
+        pl.col(effect).sum().alias("value")).with_columns(
+        pl.concat_str(pl.lit("pool "), pl.col("pool").fill_null(diff.NONE_KEY),
+                      pl.when(pl.col("accelerator").is_not_null()).then(pl.lit(" · ") + pl.col("accelerator"))
+                      .otherwise(pl.lit(""))).alias("scope"),
+        pl.lit(None, dtype=pl.String).alias("model"))
+    serving = el.filter(pl.col("chain") == "serving").group_by("model").agg(
+        pl.col(effect).sum().alias("value")).with_columns(
+        (pl.lit("model ") + pl.col("model")).alias("scope"), pl.lit(None, dtype=pl.String).alias("pool"),
+        pl.lit(None, dtype=pl.String).alias("accelerator"))
+    out = pl.concat([gpu.select(list(SCOPE_SCHEMA)), serving.select(list(SCOPE_SCHEMA))]).cast(SCOPE_SCHEMA)
+    return out.filter(pl.col("value").abs() > 1e-9).sort([pl.col("value").abs(), pl.col("scope")],
+                                                          descending=[True, False])
 
 
 def effect_tables(effect: str) -> tuple[str, ...]:

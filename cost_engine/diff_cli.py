@@ -68,7 +68,7 @@ def render(d: diff.Diff, spans: tuple[compare.Span, compare.Span], tz: str, curr
     return "\n".join(lines)
 
 
-def render_owner(d: diff.Diff, key: str, pages: dict[str, tuple], limit: int) -> str:
+def render_owner(d: diff.Diff, key: str, pages: dict[str, tuple], limit: int, within: str | None = None) -> str:
     """One owner: its effects, the elements (pool, category, model, token kind) behind each, and
     the records of both periods they were computed from."""
     row = d.owner(key)
@@ -86,8 +86,13 @@ def render_owner(d: diff.Diff, key: str, pages: dict[str, tuple], limit: int) ->
         lines.append(f"  {compare.effect_label(e, d.by):<58} {_money(v, True):>12}")
         for el in diff.top_elements(d, e, 3, key=key).iter_rows(named=True):
             lines.append(f"      {diff.describe_element(el):<54} {_money(el[e], True):>12}")
+    scopes = owner_scopes(d, key)
+    if scopes and within is None and pages:
+        lines.append("  narrow the records with --within: " + ", ".join(f"'{s}'" for s in list(scopes)[:6])
+                     + (" …" if len(scopes) > 6 else ""))
     for table, (pb, pn) in pages.items():
-        lines.append(f"  {table} behind it: {pb.total:,} in the base period, {pn.total:,} in the period")
+        where = f" within {within}" if within else ""
+        lines.append(f"  {table} behind it{where}: {pb.total:,} in the base period, {pn.total:,} in the period")
         for label, p in (("base", pb), ("period", pn)):
             ids = p.rows[p.rows.columns[0]].head(limit).to_list() if p.rows.height else []
             if ids:
@@ -107,17 +112,22 @@ def render_owner(d: diff.Diff, key: str, pages: dict[str, tuple], limit: int) ->
               help="TOML config (default: ailedger.toml in the bundle / beside the store).")
 @click.option("--json", "as_json", is_flag=True, help="Print the decomposition as JSON.")
 @click.option("--owner", "owner", help="Explain one owner: its effects, what carries them, the records behind them.")
+@click.option("--within", "within", metavar="SCOPE",
+              help="With --owner: only the records of one pool and accelerator or one model carrying its effects "
+                   "(listed by --owner; e.g. 'model llama-3.1-70b', 'pool h100-train · H100-SXM-80GB').")
 @click.option("--top", default=10, show_default=True, help="Owners listed in the summary.")
 @click.option("--limit", default=5, show_default=True, help="Record ids listed per table with --owner.")
 @click.option("--chart", "chart", type=click.Path(dir_okay=False),
               help="Write the waterfall chart to this file (.html, .png or .svg).")
 def diff_cmd(source: str, base: str, period: str, by: str, config: str | None, as_json: bool, owner: str | None,
-             top: int, limit: int, chart: str | None) -> None:
+             within: str | None, top: int, limit: int, chart: str | None) -> None:
     """Why the cost changed between two periods: effects that add up exactly to the change."""
     from . import api
     from .bundle import BundleError
     from .config import ConfigError, load_config
 
+    if within is not None and owner is None:
+        _fail("--within narrows an owner's records: give --owner too")
     if chart is not None and chart.rsplit(".", 1)[-1].lower() not in ("html", "png", "svg"):
         _fail(f"--chart {chart}: use a .html, .png or .svg file")
     try:
@@ -141,9 +151,16 @@ def diff_cmd(source: str, base: str, period: str, by: str, config: str | None, a
         row = d.owner(owner)
         tables = [t for t in ("allocations", "requests", "costs")
                   if any(t in diff.EFFECT[e].records and (row.get(e) or 0) != 0 for e in d.effects["effect"].to_list())]
+        scope = None
+        if within is not None:
+            scopes = owner_scopes(d, owner)
+            if within not in scopes:
+                _fail(f"--within {within!r}: none of {owner}'s effects sits there; one of: "
+                      + ", ".join(repr(s) for s in scopes))
+            scope = scopes[within]
         for t in tables:
             pages[t] = compare.compare_records(comp_base, comp_new, None, source, by=by, key=owner, table=t,
-                                               page_size=max(limit, 1))
+                                               page_size=max(limit, 1), scope=scope)
     if chart is not None:
         _write_chart(d, chart, cur, spans, tz)
     if as_json:
@@ -152,6 +169,7 @@ def diff_cmd(source: str, base: str, period: str, by: str, config: str | None, a
         out["period"] = {"start": spans[1][0].isoformat(), "end": spans[1][1].isoformat(), "timezone": tz,
                          "currency": cur}
         if owner is not None:
+            out["within"] = within
             out["records"] = {t: {"base": {"total": pb.total, "ids": pb.rows[pb.rows.columns[0]].to_list()},
                                   "period": {"total": pn.total, "ids": pn.rows[pn.rows.columns[0]].to_list()}}
                               for t, (pb, pn) in pages.items()}
@@ -162,7 +180,16 @@ def diff_cmd(source: str, base: str, period: str, by: str, config: str | None, a
         return
     click.echo(render(d, spans, tz, cur, source, top))
     if owner is not None:
-        click.echo(render_owner(d, owner, pages, limit))
+        click.echo(render_owner(d, owner, pages, limit, within))
+
+
+def owner_scopes(d: diff.Diff, owner: str) -> dict[str, dict]:
+    """Every place (pool and accelerator, or model) carrying one of the owner's effects, by label."""
+    out: dict[str, dict] = {}
+    for e in d.effects["effect"].to_list():
+        for r in compare.effect_scopes(d, owner, e).iter_rows(named=True):
+            out.setdefault(r["scope"], r)
+    return out
 
 
 def _bad(cfg, text: str) -> bool:

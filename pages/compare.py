@@ -3,7 +3,7 @@ a waterfall from the base total to the new one, a drill-down per owner, and the 
 
 State lives in the URL (shareable, reopens at the same place):
     ?base=YYYY-MM-DD..YYYY-MM-DD&period=YYYY-MM-DD..YYYY-MM-DD&by=tenant|project|model|pool
-     [&owner=KEY][&effect=EFFECT][&table=allocations|requests|costs][&page=N]
+     [&owner=KEY][&effect=EFFECT][&within=pool P · ACCELERATOR|model M][&table=allocations|requests|costs][&page=N]
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ nonce = ss["cmp_nonce"]
 cur = ctx.currency
 TABLES = {"allocations": "Allocations", "requests": "Requests", "costs": "Cost rows"}
 PAGE_SIZE = 25
+ALL = "(all)"
 
 st.title("Compare")
 st.caption(f"boundary **{ctx.config.boundary.name}** · {cur} · {ctx.filters.describe()} · days in "
@@ -53,10 +54,12 @@ def _diff(path: str, version: str, cfg_a: str, cfg_b: str, filters_json: str, by
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def _records(path: str, version: str, cfg_a: str, cfg_b: str, filters_json: str, by: str, key: str, table: str,
-             page: int) -> tuple[views.RecordsPage, views.RecordsPage]:
+             page: int, pool: str | None, accelerator: str | None,
+             model: str | None) -> tuple[views.RecordsPage, views.RecordsPage]:
     a, b = common._computation(path, version, cfg_a), common._computation(path, version, cfg_b)
     return compare.compare_records(a, b, views.Filters.model_validate_json(filters_json), path, by=by, key=key,
-                                   table=table, page=page, page_size=PAGE_SIZE)
+                                   table=table, page=page, page_size=PAGE_SIZE,
+                                   scope={"pool": pool, "accelerator": accelerator, "model": model})
 
 
 # ---- the two periods and the dimension ------------------------------------------------------
@@ -168,26 +171,44 @@ if row is not None:
     if nonzero:
         effect = qp.get("effect")
         effect = effect if effect in nonzero else nonzero[0]
-        c1, c2 = st.columns([3, 2])
+        c1, c2, c3 = st.columns([3, 3, 2])
         here = {**state, "owner": owner}
+        scopes = compare.effect_scopes(d, owner, effect)
+        within = qp.get("within")
+        within = within if within in scopes["scope"].to_list() else None
 
         def _pick_effect(key: str) -> None:
             picked = ss.get(key) or effect
             nav(**here, effect=picked, table=diff.EFFECT[picked].records[0])
 
         def _pick_table(key: str) -> None:
-            nav(**here, effect=effect, table=ss.get(key) or table)
+            nav(**here, effect=effect, table=ss.get(key) or table, within=within)
+
+        def _pick_within(key: str) -> None:
+            picked = ss.get(key)
+            nav(**here, effect=effect, table=table, within=None if picked == ALL else picked)
 
         c1.selectbox("Records behind the effect", nonzero, index=nonzero.index(effect),
                      format_func=lambda k: compare.effect_label(k, by), key=f"cmp_effect_{nonce}",
                      on_change=_pick_effect, args=(f"cmp_effect_{nonce}",))
+        # Where the effect sits (a pool and accelerator, or a model): its records only.
+        values = dict(zip(scopes["scope"].to_list(), scopes["value"].to_list()))
+        options = [ALL, *values]
+        c2.selectbox("Within", options, index=options.index(within or ALL), key=f"cmp_within_{nonce}",
+                     format_func=lambda s: f"all of {owner}" if s == ALL else f"{s} ({values[s]:+,.2f})",
+                     on_change=_pick_within, args=(f"cmp_within_{nonce}",),
+                     help="The pool and accelerator (GPU time) or the model (serving) carrying the effect: "
+                          "narrow the records to it.")
         tables = list(diff.EFFECT[effect].records)
         table = qp.get("table")
         table = table if table in tables else tables[0]
-        c2.segmented_control("Records", tables, default=table, format_func=TABLES.get, required=True,
+        c3.segmented_control("Records", tables, default=table, format_func=TABLES.get, required=True,
                              key=f"cmp_table_{nonce}", on_change=_pick_table, args=(f"cmp_table_{nonce}",))
         page_no = max(0, int(qp.get("page", "1")) - 1) if qp.get("page", "1").isdigit() else 0
-        pb, pn = _records(ctx.path, ctx.version, cfg_a, cfg_b, ctx.filters.key(), by, owner, table, page_no)
+        scope = scopes.filter(pl.col("scope") == within).row(0, named=True) if within else None
+        pb, pn = _records(ctx.path, ctx.version, cfg_a, cfg_b, ctx.filters.key(), by, owner, table, page_no,
+                          scope["pool"] if scope else None, scope["accelerator"] if scope else None,
+                          scope["model"] if scope else None)
         left, right = st.columns(2)
         for col, p, title in ((left, pb, "Base period"), (right, pn, "Period")):
             with col:
@@ -198,7 +219,7 @@ if row is not None:
                 else:
                     st.caption("none")
         pages = max(pb.pages, pn.pages)
-        base_q = {**state, "owner": owner, "effect": effect, "table": table}
+        base_q = {**state, "owner": owner, "effect": effect, "table": table, "within": within}
         prev_col, next_col, _ = st.columns([1, 1, 6])
         prev_col.button("Previous", key=f"cmp_prev_{nonce}", disabled=page_no == 0, icon=":material/chevron_left:",
                         on_click=nav, kwargs={**base_q, "page": page_no})

@@ -22,12 +22,17 @@ def sample_source(monkeypatch):
 
 
 @pytest.fixture(scope="module")
-def expected(comp) -> diff.Diff:
+def periods(comp):
     """The sample week's days are cut in Europe/Berlin, as the page cuts them."""
     tz = comp.period.timezone
     a = compute(comp.bundle, compare.period_config(comp.config, diff.parse_span(QUERY["base"], tz)))
     b = compute(comp.bundle, compare.period_config(comp.config, diff.parse_span(QUERY["period"], tz)))
-    return compare.compare_periods(a, b, by="tenant")
+    return a, b
+
+
+@pytest.fixture(scope="module")
+def expected(periods) -> diff.Diff:
+    return compare.compare_periods(*periods, by="tenant")
 
 
 def open_compare(query: dict) -> AppTest:
@@ -85,3 +90,27 @@ def test_changing_a_period_moves_the_url():
     assert at.query_params["base"] == "2026-10-06..2026-10-07"
     assert at.query_params["period"] == QUERY["period"]
     assert at.date_input[0].value == (date(2026, 10, 6), date(2026, 10, 7))
+
+
+def test_records_within_where_the_effect_sits(expected, periods):
+    """`within` narrows the records to the pool and accelerator (or the model) carrying the effect:
+    research's volume effect on its largest pool shows only that pool's allocations, fewer than all
+    of research's; "(all)" goes back to all of them."""
+    import polars as pl
+
+    scope = compare.effect_scopes(expected, "research", "volume").row(0, named=True)
+    _, every = compare.compare_records(*periods, None, SAMPLE, by="tenant", key="research", table="allocations")
+    _, narrowed = compare.compare_records(*periods, None, SAMPLE, by="tenant", key="research",
+                                          table="allocations", scope=scope)
+    assert 0 < narrowed.total < every.total
+    at = open_compare({**QUERY, "owner": "research", "effect": "volume", "table": "allocations",
+                       "within": scope["scope"]})
+    picker = next(s for s in at.selectbox if s.label == "Within")
+    assert picker.value == scope["scope"]
+    assert any(m.value.startswith(f"**Period**: {narrowed.total:,} allocations ·") for m in at.markdown)
+    inv = pl.read_csv(SAMPLE / "inventory.csv")
+    cards = inv.filter((pl.col("pool") == scope["pool"]) & (pl.col("accelerator") == scope["accelerator"]))
+    assert set(at.dataframe[4].value["gpu_id"]) <= set(cards["gpu_id"])
+    picker.set_value("(all)").run()
+    assert "within" not in at.query_params
+    assert any(m.value.startswith(f"**Period**: {every.total:,} allocations ·") for m in at.markdown)

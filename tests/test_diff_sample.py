@@ -145,3 +145,54 @@ def test_generator_option(tmp_path, capsys):
     assert (m["base"], m["period"]) == ("2026-02", "2026-03")
     assert json.loads((out / "anomalies.json").read_text())["generator"]["days"] == 28 + 31
     assert diff.parse_span(m["period"], "UTC")[0].isoformat() == "2026-03-01T00:00:00+00:00"
+
+
+def test_effect_scopes_narrow_the_records(comps, bundle):
+    """Where an owner's effect sits, and its records only: research's output effect is nearly all
+    on llama-3.1-70b (its requests to llama: a part of all its requests, which also go to qwen);
+    its volume effect sits on pools, and the allocations narrowed to the largest are on that
+    pool's cards. The scopes of an effect add up to the owner's effect."""
+    a, b = comps
+    d = compare.compare_periods(a, b, by="tenant")
+    research = d.owner("research")
+    scopes = compare.effect_scopes(d, "research", "output_per_request")
+    top = scopes.row(0, named=True)
+    assert (top["scope"], top["model"], top["pool"]) == ("model llama-3.1-70b", "llama-3.1-70b", None)
+    assert top["value"] == pytest.approx(research["output_per_request"], rel=1e-3)
+    assert float(scopes["value"].sum()) == pytest.approx(research["output_per_request"], rel=1e-9)
+    _, every = compare.compare_records(a, b, None, bundle, by="tenant", key="research", table="requests",
+                                       page_size=1)
+    _, llama = compare.compare_records(a, b, None, bundle, by="tenant", key="research", table="requests",
+                                       page_size=500, scope=top)
+    assert 0 < llama.total < every.total
+    assert set(llama.rows["model"].to_list()) == {"llama-3.1-70b"}
+
+    scopes = compare.effect_scopes(d, "research", "volume")
+    assert float(scopes["value"].sum()) == pytest.approx(research["volume"], rel=1e-9)
+    pool = scopes.row(0, named=True)
+    assert pool["scope"] == f"pool {pool['pool']} · {pool['accelerator']}" and pool["model"] is None
+    pb, pn = compare.compare_records(a, b, None, bundle, by="tenant", key="research", table="allocations",
+                                     page_size=500, scope=pool)
+    cards = pl.read_csv(bundle / "inventory.csv").filter(
+        (pl.col("pool") == pool["pool"]) & (pl.col("accelerator") == pool["accelerator"]))["gpu_id"].to_list()
+    assert pb.total > 0 and pn.total > 0
+    assert set(pb.rows["gpu_id"].to_list()) | set(pn.rows["gpu_id"].to_list()) <= set(cards)
+
+
+def test_cli_owner_within(bundle):
+    """--within narrows --owner's records to where an effect sits (fewer requests than all of
+    research's, each to llama); a place carrying none of its effects is an error listing them."""
+    args = ["diff", str(bundle), "--base", "2026-10", "--period", "2026-11", "--owner", "research", "--json"]
+    code, out = cli(*args)
+    assert code == 0, out
+    every = json.loads(out)["records"]["requests"]["period"]["total"]
+    code, out = cli(*args, "--within", "model llama-3.1-70b")
+    assert code == 0, out
+    j = json.loads(out)
+    assert j["within"] == "model llama-3.1-70b" and 0 < j["records"]["requests"]["period"]["total"] < every
+    code, out = cli(*args[:-1])
+    assert code == 0 and "narrow the records with --within: " in out and "'model llama-3.1-70b'" in out
+    code, out = cli(*args[:-1], "--within", "model nope")
+    assert code == 2 and "--within 'model nope'" in out and "'model llama-3.1-70b'" in out
+    code, out = cli("diff", str(bundle), "--base", "2026-10", "--period", "2026-11", "--within", "model m")
+    assert code == 2 and "give --owner too" in out
