@@ -91,22 +91,32 @@ def open_url(pg, url: str) -> None:
     settle(pg)
 
 
-def shot(pg, name: str) -> None:
-    """A screenshot of the whole page (the app scrolls inside its main block, so grow the viewport)."""
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    charts_drawn(pg)
+@contextlib.contextmanager
+def whole_page(pg):
+    """The whole page in the viewport, every element drawn (the app scrolls inside its main block
+    and draws elements lazily as they scroll into view); the usual viewport again after."""
     height = pg.evaluate("() => { const m = document.querySelector('[data-testid=\"stMain\"]');"
                          " return m ? m.scrollHeight : 1000 }")
     pg.set_viewport_size({"width": 1400, "height": min(max(1000, height + 40), 8000)})
-    # Elements scrolled into view render lazily: wait for their placeholders to go.
-    pg.wait_for_function(
-        "() => !document.querySelector('[data-testid=\"stSkeleton\"], [data-testid=\"stSkeletonElement\"]')",
-        timeout=30_000,
-    )
+    try:
+        # Elements scrolled into view render lazily: wait for their placeholders to go.
+        pg.wait_for_function(
+            "() => !document.querySelector('[data-testid=\"stSkeleton\"], [data-testid=\"stSkeletonElement\"]')",
+            timeout=30_000,
+        )
+        yield pg
+    finally:
+        pg.set_viewport_size({"width": 1400, "height": 1000})
+
+
+def shot(pg, name: str) -> None:
+    """A screenshot of the whole page."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
     charts_drawn(pg)
-    pg.wait_for_timeout(500)
-    pg.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
-    pg.set_viewport_size({"width": 1400, "height": 1000})
+    with whole_page(pg):
+        charts_drawn(pg)
+        pg.wait_for_timeout(500)
+        pg.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
 
 
 def no_exceptions(pg) -> None:
@@ -263,10 +273,8 @@ def test_html_in_names_shows_as_text(server, page, data):
 
 def records_cells(pg) -> list[str]:
     """The cells of the Compare page's fifth table (the period's records), once it has rows drawn."""
-    grid = pg.locator('[data-testid="stDataFrame"]').nth(4)
-    grid.scroll_into_view_if_needed()
-    grid.locator("table[role=grid] td").first.wait_for(state="attached", timeout=30_000)
-    return grid_cells(pg, 4)
+    with whole_page(pg):
+        return grid_cells(pg, 4)
 
 
 def test_compare_page_waterfall_and_drill_down(server, page, browser):
