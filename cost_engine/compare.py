@@ -58,6 +58,8 @@ def _who(by: str, key: str, filters: views.Filters | None, pool: str | None = No
     who: dict[str, Any] = {}
     if by == "pool":
         f["pools"] = (key,)
+    elif key == diff.NONE_KEY:
+        who["unset"] = (by,)  # the owner gathering what names no tenant / project / model
     else:
         who[by] = key
     if pool is not None:

@@ -196,3 +196,20 @@ def test_cli_owner_within(bundle):
     assert code == 2 and "--within 'model nope'" in out and "'model llama-3.1-70b'" in out
     code, out = cli("diff", str(bundle), "--base", "2026-10", "--period", "2026-11", "--within", "model m")
     assert code == 2 and "give --owner too" in out
+
+
+def test_records_of_the_owner_no_value_names(comps, bundle):
+    """By model, `(none)` gathers the allocations that serve no model (training, notebooks...):
+    its records are those allocations, each without a model in allocations.csv, and none of the
+    serving ones."""
+    a, b = comps
+    d = compare.compare_periods(a, b, by="model")
+    assert d.owner(diff.NONE_KEY)["base_cost"] > 0
+    pb, pn = compare.compare_records(a, b, None, bundle, by="model", key=diff.NONE_KEY, table="allocations",
+                                     page_size=500)
+    allocs = pl.read_csv(bundle / "allocations.csv")
+    no_model = set(allocs.filter(pl.col("model").is_null())["allocation_id"].to_list())
+    ids = set(pb.rows["allocation_id"].to_list()) | set(pn.rows["allocation_id"].to_list())
+    assert pb.total > 0 and pn.total > 0 and ids <= no_model
+    _, requests = compare.compare_records(a, b, None, bundle, by="model", key=diff.NONE_KEY, table="requests")
+    assert requests.total == 0  # every request names its model
