@@ -400,6 +400,50 @@ def compare_rules(frame: pl.DataFrame, name_col: str, currency: str = "USD", a_n
     return _layout(fig, title, barmode="group", yaxis_title=currency)
 
 
+# ------------------------------------------------------------------------------------- compare
+
+UP_COLOR, DOWN_COLOR, TOTAL_COLOR = "#d62828", "#2a9d8f", "#4361ee"
+
+
+def waterfall(effects: pl.DataFrame, base_total: float, new_total: float, currency: str = "USD",
+              base_name: str = "base", new_name: str = "period", title: str | None = None) -> go.Figure:
+    """From the base total to the new total, one bar per effect (compare.effect_summary: `label`,
+    optional `short` for the axis, `value`; the effects add up to the change). Effects of 0 are
+    left out; an unknown effect (null value) is named under the chart, never drawn as 0. The
+    value axis spans the bars' ends, not from 0, so a small change stays readable."""
+    title = title or f"Why the cost changed ({currency})"
+    axis = "short" if "short" in effects.columns else "label"
+    shown = effects.filter(pl.col("value").is_not_null() & (pl.col("value").abs() > 1e-9))
+    unknown = effects.filter(pl.col("value").is_null())
+    x = [label(base_name), *labels(shown[axis]), label(new_name)]
+    values = [float(v) for v in shown["value"].to_list()]
+    y = [float(base_total), *values, float(new_total)]
+    measure = ["absolute", *(["relative"] * shown.height), "total"]
+    text = [f"{base_total:,.2f}", *(f"{v:+,.2f}" for v in values), f"{new_total:,.2f}"]
+    hover = [label(base_name), *labels(shown["label"]), label(new_name)]
+    fig = go.Figure(go.Waterfall(
+        x=x, y=y, measure=measure, text=text, textposition="outside", customdata=hover,
+        hovertemplate="%{customdata}<br>%{y:+,.2f}<extra></extra>", name="cost",
+        increasing={"marker": {"color": UP_COLOR}}, decreasing={"marker": {"color": DOWN_COLOR}},
+        totals={"marker": {"color": TOTAL_COLOR}}, connector={"line": {"color": "#9aa5b1", "width": 1}},
+    ))
+    if unknown.height:
+        fig.add_annotation(
+            text="unknown, not drawn: " + ", ".join(labels(unknown[axis])),
+            showarrow=False, x=0.0, y=-0.2, xref="paper", yref="paper", xanchor="left", font={"size": 12},
+        )
+    ends = [float(base_total)]
+    for v in values:
+        ends.append(ends[-1] + v)
+    lo, hi = min(*ends, float(new_total)), max(*ends, float(new_total))
+    pad = max(hi - lo, 1e-9 + 0.01 * max(abs(hi), abs(lo))) * 0.25
+    low = lo - pad if lo - pad > 0 or lo < 0 else 0.0
+    fig = _layout(fig, title, yaxis={"title": currency, "range": [low, hi + pad], "tickformat": ",.0f"},
+                  xaxis={"automargin": True})
+    fig.update_layout(margin={"b": 110 if unknown.height else 80})
+    return fig
+
+
 # ---------------------------------------------------------------------------------------- data
 
 

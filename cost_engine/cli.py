@@ -223,3 +223,6 @@ from .ops_cli import restore, serve  # noqa: E402  (serving and backing up: docs
 
 main.add_command(serve)
 main.add_command(restore)
+from .diff_cli import diff_cmd  # noqa: E402  (why the cost changed between two periods)
+
+main.add_command(diff_cmd, name="diff")

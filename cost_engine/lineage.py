@@ -23,8 +23,10 @@ _REQUEST_COLS = ("request_id", "ts", "model", "owner", "source", "project", "inp
                  "output_tokens", "requests", "status", "good")
 
 
-def _filter(tenant: str | None, project: str | None, model: str | None) -> pl.Expr:
+def _filter(tenant: str | None, project: str | None, model: str | None, unset: tuple[str, ...] = ()) -> pl.Expr:
     e = pl.lit(True)
+    for c in unset:
+        e = e & pl.col(c).is_null()
     if tenant is not None:
         e = e & (pl.col("tenant") == tenant)
     if project is not None:
@@ -35,21 +37,26 @@ def _filter(tenant: str | None, project: str | None, model: str | None) -> pl.Ex
 
 
 def explain(
-    comp: Computation, *, tenant: str | None = None, project: str | None = None, model: str | None = None
+    comp: Computation, *, tenant: str | None = None, project: str | None = None, model: str | None = None,
+    unset: tuple[str, ...] = (),
 ) -> Explanation:
     """Records behind the figure of a tenant, a project or a model (any combination narrows it).
+    `unset` names columns (tenant, project, model) that must be empty: the owner that gathers what
+    no value names (the allocations without a model, say).
 
     For a model the cost is that of the allocations serving it (before recharge); for an owner,
     the cost that landed on it (after recharge and idle chargeback).
     """
-    if model is not None and tenant is None and project is None:
+    if unset and not set(unset) <= {"tenant", "project", "model"}:
+        raise ValueError(f"unset: {unset!r} (tenant, project or model)")
+    if model is not None and tenant is None and project is None and not unset:
         m_frame, m_where = comp.money_before_recharge, (
             (pl.col("model") == model) & (pl.col("workload") == "inference") & (pl.col("dest") != "idle")
         )
         s_where = (pl.col("model") == model) & (pl.col("workload") == "inference")
         r_where = pl.col("model") == model
     else:
-        f = _filter(tenant, project, model)
+        f = _filter(tenant, project, model, unset)
         m_frame, m_where = comp.money, (pl.col("dest") == "owner") & f
         s_where = pl.col("project").is_not_null() & f
         r_where = pl.col("project").is_not_null() & f

@@ -484,10 +484,11 @@ def source_is_store(source: str | Path | None) -> bool:
 
 
 def _record_contributions(
-    fc: Computation, table: RecordTable, tenant: str | None, project: str | None, model: str | None
+    fc: Computation, table: RecordTable, tenant: str | None, project: str | None, model: str | None,
+    unset: tuple[str, ...] = (),
 ) -> tuple[pl.DataFrame, str]:
     """(ordered contributions frame, its id column) for the figure of tenant/project/model."""
-    e = lineage.explain(fc, tenant=tenant, project=project, model=model)
+    e = lineage.explain(fc, tenant=tenant, project=project, model=model, unset=unset)
     if table == "allocations":
         c = e.allocations.select(
             "allocation_id", "allocated_gpu_hours", "active_gpu_hours", pl.col("cost").alias("attributed_cost")
@@ -514,6 +515,7 @@ def records(
     model: str | None = None,
     page: int = 0,
     page_size: int = 50,
+    unset: tuple[str, ...] = (),
 ) -> RecordsPage:
     """One page of the raw records (allocations, requests or cost rows) behind an owner's or a model's figure.
 
@@ -522,11 +524,11 @@ def records(
     (`store.query_records(ids=...)`) when `source` is a store, else from the bundle's frames.
     Allocations come highest cost first, requests by time, cost rows highest contribution first.
     Cost contributions that are not a costs-table row (rates, measured energy) show with their
-    lineage fields only.
+    lineage fields only. `unset`: lineage.explain's columns that must be empty.
     """
     page_size = max(1, min(int(page_size), MAX_PAGE_SIZE))
     fc = apply_filters(comp, filters)
-    contrib, id_col = _record_contributions(fc, table, tenant, project, model)
+    contrib, id_col = _record_contributions(fc, table, tenant, project, model, unset)
     total = contrib.height
     page = max(0, min(int(page), max(0, math.ceil(total / page_size) - 1)))
     chunk = contrib.slice(page * page_size, page_size).with_row_index("_order")

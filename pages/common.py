@@ -529,6 +529,15 @@ def _auto_config(frame: pl.DataFrame) -> dict:
     return cfg
 
 
+def money_columns(frame: pl.DataFrame, names: list[str]) -> dict:
+    """The table's usual column config with `names` shown as money (2 decimals, sign kept)."""
+    cfg = _auto_config(frame)
+    for n in names:
+        if n in frame.columns:
+            cfg[n] = st.column_config.NumberColumn(_LABELS.get(n, n.replace("_", " ")), format="%+.2f")
+    return cfg
+
+
 def selected_row(state: Any) -> int | None:
     """The selected row index of an st.dataframe with single-row selection, or None."""
     try:

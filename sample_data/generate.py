@@ -1168,6 +1168,9 @@ def main(argv: list[str] | None = None) -> int:
     sp.add_argument("--cost-span-hours", type=float, default=24.0, help="span of each cost row (sparse)")
     sp.add_argument("--owners", type=int, default=200, help="distinct projects (sparse)")
     sp.add_argument("--requests", type=int, default=0, help="gateway requests (sparse)")
+    ap.add_argument("--two-months", action="store_true",
+                    help="two calendar months from --start's month (--days ignored) with changes planted in the "
+                         "second (sample_data/planted.py), for `ailedger diff`")
     a = ap.parse_args(argv)
     try:
         if a.shape == "sparse":
@@ -1177,6 +1180,13 @@ def main(argv: list[str] | None = None) -> int:
                                   allocations=a.allocations, waits=a.waits, events=a.events,
                                   cost_span_hours=a.cost_span_hours, owners=a.owners, requests=a.requests,
                                   seed=a.seed, start=a.start if a.start != "2026-10-05" else "2026-09-01"))
+            return 0
+        if a.two_months:
+            from sample_data.planted import generate_two_months
+
+            print(generate_two_months(a.out, gpus=a.gpus, seed=a.seed, start=a.start, fmt=a.fmt,
+                                      telemetry_interval_s=a.telemetry_interval, telemetry_fmt=a.telemetry_format,
+                                      requests_fmt=a.requests_format))
             return 0
         path = generate_bundle(a.out, gpus=a.gpus, days=a.days, seed=a.seed, start=a.start, fmt=a.fmt,
                                telemetry_interval_s=a.telemetry_interval, telemetry_fmt=a.telemetry_format,

@@ -4,6 +4,7 @@ sample fleet. Screenshots of each page go to test-output/screenshots/."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import re
 import time
@@ -90,22 +91,32 @@ def open_url(pg, url: str) -> None:
     settle(pg)
 
 
-def shot(pg, name: str) -> None:
-    """A screenshot of the whole page (the app scrolls inside its main block, so grow the viewport)."""
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    charts_drawn(pg)
+@contextlib.contextmanager
+def whole_page(pg):
+    """The whole page in the viewport, every element drawn (the app scrolls inside its main block
+    and draws elements lazily as they scroll into view); the usual viewport again after."""
     height = pg.evaluate("() => { const m = document.querySelector('[data-testid=\"stMain\"]');"
                          " return m ? m.scrollHeight : 1000 }")
     pg.set_viewport_size({"width": 1400, "height": min(max(1000, height + 40), 8000)})
-    # Elements scrolled into view render lazily: wait for their placeholders to go.
-    pg.wait_for_function(
-        "() => !document.querySelector('[data-testid=\"stSkeleton\"], [data-testid=\"stSkeletonElement\"]')",
-        timeout=30_000,
-    )
+    try:
+        # Elements scrolled into view render lazily: wait for their placeholders to go.
+        pg.wait_for_function(
+            "() => !document.querySelector('[data-testid=\"stSkeleton\"], [data-testid=\"stSkeletonElement\"]')",
+            timeout=30_000,
+        )
+        yield pg
+    finally:
+        pg.set_viewport_size({"width": 1400, "height": 1000})
+
+
+def shot(pg, name: str) -> None:
+    """A screenshot of the whole page."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
     charts_drawn(pg)
-    pg.wait_for_timeout(500)
-    pg.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
-    pg.set_viewport_size({"width": 1400, "height": 1000})
+    with whole_page(pg):
+        charts_drawn(pg)
+        pg.wait_for_timeout(500)
+        pg.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
 
 
 def no_exceptions(pg) -> None:
@@ -119,6 +130,18 @@ def click_row(pg, table_index: int, row: int) -> None:
     grid.scroll_into_view_if_needed()
     box = grid.bounding_box()
     pg.mouse.click(box["x"] + 16, box["y"] + 35 * (row + 1) + 17)
+
+
+@contextlib.contextmanager
+def fresh_page(browser, url: str):
+    """The URL alone, opened in a fresh browser session (no state carried over), without errors."""
+    other = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+    try:
+        open_url(other, url)
+        no_exceptions(other)
+        yield other
+    finally:
+        other.context.close()
 
 
 def grid_cells(pg, table_index: int) -> list[str]:
@@ -167,15 +190,9 @@ def test_rankings_drill_down_and_shareable_url(server, page, browser):
     assert any(c.startswith("alloc-") for c in cells)
     shot(page, "rankings-records")
     # The URL alone reopens the same records, in a fresh browser session.
-    url = page.url
-    other = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
-    try:
-        open_url(other, url)
-        no_exceptions(other)
+    with fresh_page(browser, page.url) as other:
         assert grid_cells(other, 0) == cells
         assert other.get_by_role("heading", name=re.compile("^Raw records")).count() == 1
-    finally:
-        other.context.close()
     # The breadcrumb goes back to the top.
     page.get_by_role("button", name="All owners").click()
     page.wait_for_url(re.compile(r"level=tenants"))
@@ -252,3 +269,44 @@ def test_html_in_names_shows_as_text(server, page, data):
         settle(page)
         no_exceptions(page)
         assert not page.dialogs and page.locator("img[src=x]").count() == 0
+
+
+def records_cells(pg) -> list[str]:
+    """The cells of the Compare page's fifth table (the period's records), once it has rows drawn."""
+    with whole_page(pg):
+        return grid_cells(pg, 4)
+
+
+def test_compare_page_waterfall_and_drill_down(server, page, browser):
+    """Compare: the waterfall draws, the change shown is the engine's, a row opens the owner's
+    drill-down with the records behind it, and the URL alone reopens it."""
+    from cost_engine import api, compare, diff
+    from cost_engine.engine import compute
+
+    comp = api.run(ROOT / "sample_data" / "fleet-week")
+    base, period = "2026-10-06..2026-10-08", "2026-10-09..2026-10-11"
+    tz = comp.period.timezone
+    expected = compare.compare_periods(
+        compute(comp.bundle, compare.period_config(comp.config, diff.parse_span(base, tz))),
+        compute(comp.bundle, compare.period_config(comp.config, diff.parse_span(period, tz))), by="tenant")
+    open_url(page, f"{server}/compare?base={base}&period={period}&by=tenant")
+    no_exceptions(page)
+    charts_drawn(page)
+    page.wait_for_selector('[data-testid="stPlotlyChart"] .waterfalllayer .trace', state="attached", timeout=30_000)
+    assert page.get_by_text(f"{expected.change:+,.2f}", exact=True).count() >= 1
+    shot(page, "compare")
+    top = expected.owners.filter(expected.owners["kind"] == "owner")["key"][0]
+    click_row(page, 1, 0)  # the owner with the largest change
+    page.wait_for_url(re.compile(rf"owner={top}"))
+    settle(page)
+    no_exceptions(page)
+    assert page.get_by_role("heading", name=f"Why tenant {top} changed").count() == 1
+    page.wait_for_function(
+        "() => document.querySelectorAll('[data-testid=\"stPlotlyChart\"] .waterfalllayer .trace').length >= 2")
+    cells = records_cells(page)  # the period's records behind the first effect
+    assert any(c.startswith("alloc-") for c in cells)
+    shot(page, "compare-owner")
+    with fresh_page(browser, page.url) as other:
+        assert other.get_by_role("heading", name=f"Why tenant {top} changed").count() == 1
+        assert records_cells(other) == cells
+    assert not page.dialogs
