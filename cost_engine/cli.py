@@ -223,3 +223,7 @@ from .ops_cli import restore, serve  # noqa: E402  (serving and backing up: docs
 
 main.add_command(serve)
 main.add_command(restore)
+from .budget_cli import alerts_cmd, budgets_cmd  # noqa: E402  (budgets, forecasts, alerts: docs/budgets.md)
+
+main.add_command(budgets_cmd)
+main.add_command(alerts_cmd)
