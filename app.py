@@ -30,6 +30,7 @@ else:
             st.Page("pages/energy.py", title="Energy", icon=":material/bolt:", url_path="energy"),
             st.Page("pages/unit_economics.py", title="Unit economics", icon=":material/payments:",
                     url_path="unit_economics"),
+            st.Page("pages/budgets.py", title="Budgets", icon=":material/savings:", url_path="budgets"),
         ],
         "Setup": [
             st.Page("pages/data.py", title="Data", icon=":material/database:", url_path="data"),

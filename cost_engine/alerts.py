@@ -18,7 +18,7 @@ from datetime import date, datetime, timedelta
 import polars as pl
 
 from . import periods
-from .budgets import BudgetReport
+from .budgets import BudgetReport, report_day
 from .config import Alerts
 from .contract import TS, UNATTRIBUTED
 from .engine import Computation
@@ -52,7 +52,7 @@ def evaluate(comp: Computation, budgets: BudgetReport, rules: Alerts | None = No
     cur = comp.period.currency
     rows: list[dict] = []
     if rules.forecast_over_budget != "off":
-        rows += _forecast_over_budget(budgets.status, rules.forecast_over_budget, cur)
+        rows += _forecast_over_budget(budgets.status, rules.forecast_over_budget, cur, comp.period.timezone)
     if rules.booked_over_budget_pct is not None:
         rows += _booked_over_budget(budgets.status, rules.booked_over_budget_pct, cur)
     if rules.burn_rate_jump_pct is not None:
@@ -88,7 +88,7 @@ def _budget_row(r: dict, rule: str, **kw) -> dict:
             "project": r["project"], **kw}
 
 
-def _forecast_over_budget(status: pl.DataFrame, basis: str, cur: str) -> list[dict]:
+def _forecast_over_budget(status: pl.DataFrame, basis: str, cur: str, tz: str) -> list[dict]:
     col = {"point": "projected", "upper80": "hi80", "upper95": "hi95"}[basis]
     what = {"point": "projected total", "upper80": "80 % upper bound", "upper95": "95 % upper bound"}[basis]
     out = []
@@ -102,7 +102,7 @@ def _forecast_over_budget(status: pl.DataFrame, basis: str, cur: str) -> list[di
         out.append(_budget_row(
             r, "forecast_over_budget", state=FIRING if over else OK, value=v, threshold=amount, unit=cur,
             message=f"{what} {v:,.2f} {'>' if over else '<='} budget {amount:,.2f} {cur} by "
-                    f"{r['window_end']:%Y-%m-%d} (booked {r['booked']:,.2f}, committed {r['committed'] or 0:,.2f}; "
+                    f"{report_day(r['window_end'], tz)} (booked {r['booked']:,.2f}, committed {r['committed'] or 0:,.2f}; "
                     f"{r['model']}, {r['history_days']} days)",
         ))
     return out
