@@ -106,14 +106,18 @@ def visible_budgets(budgets: pl.DataFrame, tenants: frozenset[str] | None, proje
     return budgets.filter(pl.col("tenant").is_in(allowed).fill_null(False) | pl.col("project").is_in(own).fill_null(False))
 
 
-def evaluate(comp: Computation, as_of: datetime | None = None, now: datetime | None = None) -> BudgetReport:
-    """Every budget of the computation's bundle at the report time (see periods.resolve_as_of)."""
+def evaluate(comp: Computation, as_of: datetime | None = None, now: datetime | None = None, *,
+             budgets: pl.DataFrame | None = None, committed: bool = True) -> BudgetReport:
+    """Every budget of the computation's bundle (or `budgets`, a frame of the budgets table) at
+    the report time (see periods.resolve_as_of). `committed=False` leaves allocations after the
+    report time out (a backtest replays a past day, when their recorded ends were not known)."""
     p = comp.period
     t = periods.resolve_as_of(p.start, p.end, p.timezone, as_of, now)
-    budgets = comp.bundle["budgets"]
+    if budgets is None:
+        budgets = comp.bundle["budgets"]
     if budgets.height == 0:
         return BudgetReport(t, pl.DataFrame(schema=STATUS_SCHEMA), pl.DataFrame(schema=PATH_SCHEMA), [])
-    ctx = _Context.of(comp, t)
+    ctx = _Context.of(comp, t, committed)
     rows, paths, inactive = [], [], []
     for b in budgets.sort("budget_id").iter_rows(named=True):
         span = periods.window(b["period_kind"], b["start"], b["end"], ctx.day, p.timezone)
@@ -141,7 +145,7 @@ class _Context:
     held: pl.DataFrame  # burn.held_after
 
     @classmethod
-    def of(cls, comp: Computation, as_of: datetime) -> "_Context":
+    def of(cls, comp: Computation, as_of: datetime, committed: bool = True) -> "_Context":
         p = comp.period
         days = periods.local_days(p.start, as_of, p.timezone) if as_of > p.start else periods.local_days(
             p.start, p.start, p.timezone)
@@ -154,8 +158,8 @@ class _Context:
             .agg(pl.col("amount").sum())
             .collect()
         )
-        return cls(comp, as_of, report_day(as_of, p.timezone), money, covered, burn.pool_rates(comp, as_of),
-                   burn.held_after(comp, as_of))
+        held = burn.held_after(comp, as_of) if committed else pl.DataFrame(schema=burn.HELD_SCHEMA)
+        return cls(comp, as_of, report_day(as_of, p.timezone), money, covered, burn.pool_rates(comp, as_of), held)
 
 
 def _one(ctx: _Context, b: dict, span: tuple[datetime, datetime]) -> tuple[dict, pl.DataFrame]:

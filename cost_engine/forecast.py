@@ -3,11 +3,12 @@
 The model (docs/budgets.md writes out every formula) is a weighted linear model of the cost
 rate per 24 hours: a level, a linear trend, and one additive effect per weekday shrunk toward
 zero, fitted by backfitting. Which terms it has depends on how much history there is: fewer
-than 7 days give the mean only, fewer than 14 no trend. Days covered in part (the edges of
+than 7 days give the mean only, fewer than 28 no trend. Days covered in part (the edges of
 the data, a day cut by a period edge, a 23- or 25-hour day at a DST change) count with the
 hours they cover. The interval of a sum over the days ahead adds the residual noise
-(correlated from one day to the next as an AR(1)) and the uncertainty of the fitted terms,
-with Student-t quantiles on the residual degrees of freedom.
+(correlated from one day to the next as an AR(1)), a random walk of the level (its variance
+per day estimated from the residuals) and the uncertainty of the fitted terms, with Student-t
+quantiles on the residual degrees of freedom.
 
 Pure functions over frames and numpy arrays: no engine, no I/O.
 """
@@ -23,7 +24,8 @@ import polars as pl
 HOURS_PER_DAY = 24.0
 LOOKBACK_DAYS = 56  # history used for a fit: the last eight weeks before the forecast
 WEEKDAY_MIN_DAYS = 7.0  # (effective) days of history before weekday effects are fitted
-TREND_MIN_DAYS = 14.0  # ... before a trend is fitted
+TREND_MIN_DAYS = 28.0  # ... before a trend is fitted (four weeks: a shorter trend is mostly noise; see the backtest)
+DAMPING = 0.9  # per day: a trend's reach fades (a damped trend); 10 days' worth at most
 KAPPA = 1.0  # weekday shrinkage: an effect seen on w days keeps w / (w + KAPPA) of its mean
 RHO_MAX = 0.9  # cap on the day-to-day correlation of residuals
 _BACKFIT_ROUNDS = 50
@@ -73,6 +75,7 @@ class Forecast:
     sigma: float | None = None  # residual standard deviation of a full day's cost
     dof: float | None = None  # residual degrees of freedom
     rho: float = 0.0  # day-to-day correlation of the residuals used for the interval
+    drift: float = 0.0  # variance per day of the level's random walk used for the interval
 
     @property
     def description(self) -> str:
@@ -120,7 +123,10 @@ class _Fit:
     sigma: float | None
     dof: float | None
     rho: float
+    drift: float
     days: int
+    t_first: float
+    t_last: float
 
 
 def fit(history: pl.DataFrame, lookback_days: int = LOOKBACK_DAYS) -> _Fit:
@@ -130,7 +136,7 @@ def fit(history: pl.DataFrame, lookback_days: int = LOOKBACK_DAYS) -> _Fit:
         h = h.filter(pl.col("day") > h["day"].max() - pl.duration(days=lookback_days))
     n = h.height
     if n == 0:
-        return _Fit("none", 0.0, 0.0, 0.0, 0.0, 0.0, np.zeros(7), np.zeros(7), None, None, 0.0, 0)
+        return _Fit("none", 0.0, 0.0, 0.0, 0.0, 0.0, np.zeros(7), np.zeros(7), None, None, 0.0, 0.0, 0, 0.0, 0.0)
     w = h["hours"].to_numpy() / HOURS_PER_DAY
     y = h["cost"].to_numpy() / w  # the cost of a full day at that day's rate
     t = _days(h["day"])
@@ -164,7 +170,7 @@ def fit(history: pl.DataFrame, lookback_days: int = LOOKBACK_DAYS) -> _Fit:
     dof = w_sum - terms
     sigma = math.sqrt(float((w * resid * resid).sum()) / dof) if dof >= 1 else None
     return _Fit(model, level, slope, t_mean, sxx, w_sum, effects, w_day, sigma, dof if dof >= 1 else None,
-                _lag1(t, resid), n)
+                _lag1(t, resid), _drift(t, resid), n, float(t[0]), float(t[-1]))
 
 
 def _lag1(t: np.ndarray, resid: np.ndarray) -> float:
@@ -177,6 +183,18 @@ def _lag1(t: np.ndarray, resid: np.ndarray) -> float:
     return min(max(rho, 0.0), RHO_MAX)
 
 
+def _drift(t: np.ndarray, resid: np.ndarray) -> float:
+    """Variance per day of a random walk in the level, from consecutive residuals (method of
+    moments of the local-level model: with d_t = e_t - e_(t-1), E[d^2] = q + 2 s^2 and
+    E[d_t d_(t-1)] = -s^2, so q = E[d^2] + 2 E[d_t d_(t-1)]); 0 below three differences."""
+    step = np.flatnonzero(np.diff(t) == 1)
+    d = resid[step + 1] - resid[step]
+    run = np.flatnonzero(np.diff(step) == 1)  # consecutive differences
+    if d.size < 3 or run.size < 2:
+        return 0.0
+    return max(float((d * d).mean() + 2 * (d[run] * d[run + 1]).mean()), 0.0)
+
+
 def forecast(history: pl.DataFrame, future: pl.DataFrame, lookback_days: int = LOOKBACK_DAYS) -> Forecast:
     """The cost of the `future` days (day, hours to forecast) from the `history` (day, cost, hours)."""
     f = fit(history, lookback_days)
@@ -185,7 +203,7 @@ def forecast(history: pl.DataFrame, future: pl.DataFrame, lookback_days: int = L
         empty = pl.DataFrame(schema=PATH_SCHEMA)
         if f.model == "none":
             return Forecast(f.model, 0, None, None, None, None, None, empty)
-        return Forecast(f.model, f.days, 0.0, 0.0, 0.0, 0.0, 0.0, empty, f.sigma, f.dof, f.rho)
+        return Forecast(f.model, f.days, 0.0, 0.0, 0.0, 0.0, 0.0, empty, f.sigma, f.dof, f.rho, f.drift)
     v = fut["hours"].to_numpy() / HOURS_PER_DAY
     t = _days(fut["day"])
     dow = _weekday(fut["day"])
@@ -193,7 +211,8 @@ def forecast(history: pl.DataFrame, future: pl.DataFrame, lookback_days: int = L
     if f.model == "none":
         nulls = [pl.lit(None, pl.Float64).alias(c) for c in list(PATH_SCHEMA)[2:]]
         return Forecast(f.model, 0, None, None, None, None, None, base.with_columns(nulls))
-    mean = np.maximum(f.level + f.slope * (t - f.t_mean) + f.effects[dow], 0.0)  # a cost is never negative
+    x = _trend_x(f, t)
+    mean = np.maximum(f.level + f.slope * x + f.effects[dow], 0.0)  # a cost is never negative
     cost = v * mean
     cum = np.cumsum(cost)
     bounds: dict[str, np.ndarray | None] = {}
@@ -217,7 +236,18 @@ def forecast(history: pl.DataFrame, future: pl.DataFrame, lookback_days: int = L
         return None if b is None else float(b[-1])
 
     return Forecast(f.model, f.days, float(cum[-1]), last("lo80"), last("hi80"), last("lo95"), last("hi95"), path,
-                    f.sigma, f.dof, f.rho)
+                    f.sigma, f.dof, f.rho, f.drift)
+
+
+def _trend_x(f: _Fit, t: np.ndarray) -> np.ndarray:
+    """The trend's regressor for days outside the history, damped: h days past its last day the
+    line has moved sum_{j=1..h} DAMPING^j days' worth of slope (at most DAMPING / (1 - DAMPING)),
+    and likewise backwards before its first day."""
+    ahead = np.maximum(t - f.t_last, 0.0)
+    back = np.maximum(f.t_first - t, 0.0)
+    reach = lambda h: DAMPING * (1 - DAMPING**h) / (1 - DAMPING)  # noqa: E731
+    inside = np.clip(t, f.t_first, f.t_last) - f.t_mean
+    return inside + reach(ahead) - reach(back)
 
 
 def _cumulative_variance(f: _Fit, v: np.ndarray, t: np.ndarray, dow: np.ndarray) -> np.ndarray:
@@ -235,9 +265,27 @@ def _cumulative_variance(f: _Fit, v: np.ndarray, t: np.ndarray, dow: np.ndarray)
     noise = np.cumsum(v + 2 * v * cross)
     params = np.cumsum(v) ** 2 / f.w_sum
     if f.sxx > 0:
-        params = params + np.cumsum(v * (t - f.t_mean)) ** 2 / f.sxx
+        params = params + np.cumsum(v * _trend_x(f, t)) ** 2 / f.sxx
     if f.model in ("weekday", "weekday_trend"):
         onehot = np.zeros((len(v), 7))
         onehot[np.arange(len(v)), dow] = v
         params = params + (np.cumsum(onehot, axis=0) ** 2 / (f.w_day + KAPPA)).sum(axis=1)
-    return s2 * (noise + params)
+    return s2 * (noise + params) + f.drift * _walk(v, t, f.t_first, f.t_last)
+
+
+def _walk(v: np.ndarray, t: np.ndarray, t_first: float, t_last: float) -> np.ndarray:
+    """Running sum of sum_ij v_i v_j min(h_i, h_j) over days on the same side of the history, h the
+    days from its nearest edge: the variance (per unit of drift) a random-walk level adds."""
+    out = np.zeros(len(v))
+    total = 0.0
+    sums = {True: [0.0, 0.0], False: [0.0, 0.0]}  # per side: sum of v, sum of v * h so far
+    for m in range(len(v)):
+        before = t[m] < t_first
+        h = (t_first - t[m]) if before else max(t[m] - t_last, 0.0)
+        sv, svh = sums[before]
+        # Before the data h shrinks day by day (the earlier day is farther): min is this day's h.
+        cross = h * sv if before else svh
+        total += v[m] * v[m] * h + 2 * v[m] * cross
+        sums[before] = [sv + v[m], svh + v[m] * h]
+        out[m] = total
+    return out
