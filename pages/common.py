@@ -483,9 +483,10 @@ def chart(fig: go.Figure, key: str, *, name: str | None = None, height: int | No
 
 def table(frame: pl.DataFrame, key: str, *, name: str | None = None, column_config: dict | None = None,
           height: int | str = "auto", **kwargs: Any) -> Any:
-    """st.dataframe with CSV and Parquet downloads of the same table; returns the dataframe's state."""
-    state = st.dataframe(frame, key=f"table_{key}", hide_index=True, column_config=column_config or _auto_config(frame),
-                         height=height, **kwargs)
+    """st.dataframe with CSV and Parquet downloads of the same table; returns the dataframe's state.
+    `column_config` adds to (or overrides) the formats chosen by column name."""
+    config = {**_auto_config(frame), **(column_config or {})}
+    state = st.dataframe(frame, key=f"table_{key}", hide_index=True, column_config=config, height=height, **kwargs)
     base = exporters.safe_name(name or key)
     with st.container(horizontal=True, key=f"dlt_{key}", gap="small"):
         st.download_button("CSV", data=lambda f=frame: exporters.table_csv(f), file_name=f"{base}.csv",

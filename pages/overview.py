@@ -19,7 +19,7 @@ if firing.height:
     with st.container(border=True, key="firing_alerts"):
         st.markdown(f"**{firing.height} alert{'s' if firing.height > 1 else ''} firing**")
         for r in firing.iter_rows(named=True):
-            st.error(common.md(f"{r['rule']} · {r['subject']}: {r['message']}"), icon=":material/notifications:")
+            st.warning(common.md(f"{r['rule']} · {r['subject']}: {r['message']}"), icon=":material/notifications:")
         try:
             st.page_link("pages/budgets.py", label="Budgets: burn-down, forecasts and every alert",
                          icon=":material/savings:")
