@@ -240,7 +240,8 @@ def render(groups: list[tuple[str, list[dict], list[str]]], seconds: float) -> s
         lines += render_group(name, rows, months)
     _, by_owner = summarise(every)
     lines += ["### Per owner (every set)", "",
-              "| owner | steady (mean CV) | daily CV | MAPE day 5 | day 10 | day 15 | day 20 | 80 % coverage | 95 % coverage |",
+              "| owner | steady (mean CV) | daily CV | MAPE day 5 | day 10 | day 15 | day 20 | 80 % coverage "
+              "| 95 % coverage |",
               "|---|---|--:|--:|--:|--:|--:|--:|--:|"]
     for r in by_owner:
         lines.append(f"| {r['owner']} | {'yes' if r['steady'] else 'no'} | {r['cv']:.2f} | {_pct(r['mape_d5'])} | "

@@ -102,7 +102,8 @@ def _forecast_over_budget(status: pl.DataFrame, basis: str, cur: str, tz: str) -
         out.append(_budget_row(
             r, "forecast_over_budget", state=FIRING if over else OK, value=v, threshold=amount, unit=cur,
             message=f"{what} {v:,.2f} {'>' if over else '<='} budget {amount:,.2f} {cur} by "
-                    f"{report_day(r['window_end'], tz)} (booked {r['booked']:,.2f}, committed {r['committed'] or 0:,.2f}; "
+                    f"{report_day(r['window_end'], tz)} (booked {r['booked']:,.2f}, "
+                    f"committed {r['committed'] or 0:,.2f}; "
                     f"{r['model']}, {r['history_days']} days)",
         ))
     return out
@@ -177,21 +178,14 @@ def _burn_rate_jump(comp: Computation, as_of: datetime, pct: float, cur: str) ->
         .group_by("day", "tenant").agg(pl.col("amount").sum().alias("cost")).collect()
     )
     t = _trailing(daily, covered, ["tenant"], ["cost"], as_of).sort("tenant")
-    out = []
-    for r in t.iter_rows(named=True):
-        base = {"rule": "burn_rate_jump", "subject": f"tenant {r['tenant']}", "tenant": r["tenant"],
-                "unit": f"{cur}/h"}
+
+    def rates(r: dict) -> tuple[float, float] | str:
         if r["hours_last"] < 24 or r["hours_prior"] < 24:
-            out.append({**base, "state": UNKNOWN, "message": (
-                f"needs 24 h of data and at least a day before it (has {r['hours_last']:g} h and "
-                f"{r['hours_prior']:g} h)")})
-            continue
-        last, prior = r["cost_last"] / r["hours_last"], r["cost_prior"] / r["hours_prior"]
-        state, threshold = _jump(last, prior, pct, money=True)
-        out.append({**base, "state": state, "value": last, "threshold": threshold, "message": (
-            f"last 24 h {last:,.2f} {cur}/h vs {prior:,.2f} over the {r['hours_prior'] / 24:g} days before "
-            f"(alert at +{pct:g} %: {threshold:,.2f})")})
-    return out
+            return (f"needs 24 h of data and at least a day before it (has {r['hours_last']:g} h and "
+                    f"{r['hours_prior']:g} h)")
+        return r["cost_last"] / r["hours_last"], r["cost_prior"] / r["hours_prior"]
+
+    return _jumps(t, "burn_rate_jump", "tenant", f"{cur}/h", rates, pct, money=True, digits=2)
 
 
 def _unit_cost_jump(comp: Computation, as_of: datetime, pct: float, cur: str) -> list[dict]:
@@ -199,20 +193,31 @@ def _unit_cost_jump(comp: Computation, as_of: datetime, pct: float, cur: str) ->
     daily = model_trend(comp.money_before_recharge, comp.seg, comp.requests).select("model", "day", "cost", "tokens")
     t = _trailing(daily.with_columns(pl.col("tokens").cast(pl.Float64)), covered, ["model"], ["cost", "tokens"],
                   as_of).sort("model")
+
+    def unit_costs(r: dict) -> tuple[float, float] | str:
+        if not (r["tokens_last"] > 0 and r["tokens_prior"] > 0):
+            return "no tokens in the last 24 h or the days before: $/1M tokens undefined"
+        return r["cost_last"] / r["tokens_last"] * 1e6, r["cost_prior"] / r["tokens_prior"] * 1e6
+
+    return _jumps(t, "model_cost_per_million_up", "model", f"{cur}/1M tokens", unit_costs, pct, money=False, digits=3)
+
+
+def _jumps(t: pl.DataFrame, rule: str, key: str, unit: str, figures, pct: float, money: bool, digits: int
+           ) -> list[dict]:
+    """One check per `key` of "the last 24 h up `pct` % on the days before"; `figures(row)` gives
+    (last, prior) or the reason they are unknown."""
     out = []
     for r in t.iter_rows(named=True):
-        base = {"rule": "model_cost_per_million_up", "subject": f"model {r['model']}", "model": r["model"],
-                "unit": f"{cur}/1M tokens"}
-        if not (r["tokens_last"] > 0 and r["tokens_prior"] > 0):
-            out.append({**base, "state": UNKNOWN, "message": "no tokens in the last 24 h or the days before: "
-                                                               "$/1M tokens undefined"})
+        base = {"rule": rule, "subject": f"{key} {r[key]}", key: r[key], "unit": unit}
+        got = figures(r)
+        if isinstance(got, str):
+            out.append({**base, "state": UNKNOWN, "message": got})
             continue
-        last = r["cost_last"] / r["tokens_last"] * 1e6
-        prior = r["cost_prior"] / r["tokens_prior"] * 1e6
-        state, threshold = _jump(last, prior, pct, money=False)
+        last, prior = got
+        state, threshold = _jump(last, prior, pct, money)
         out.append({**base, "state": state, "value": last, "threshold": threshold, "message": (
-            f"last 24 h {last:,.3f} {cur}/1M tokens vs {prior:,.3f} the days before "
-            f"(alert at +{pct:g} %: {threshold:,.3f})")})
+            f"last 24 h {last:,.{digits}f} {unit} vs {prior:,.{digits}f} over the {r['hours_prior'] / 24:g} days "
+            f"before (alert at +{pct:g} %: {threshold:,.{digits}f})")})
     return out
 
 

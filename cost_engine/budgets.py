@@ -103,7 +103,8 @@ def visible_budgets(budgets: pl.DataFrame, tenants: frozenset[str] | None, proje
         return budgets
     allowed = sorted(tenants)
     own = projects.filter(pl.col("tenant").is_in(allowed))["project"].to_list()
-    return budgets.filter(pl.col("tenant").is_in(allowed).fill_null(False) | pl.col("project").is_in(own).fill_null(False))
+    mine = pl.col("tenant").is_in(allowed).fill_null(False) | pl.col("project").is_in(own).fill_null(False)
+    return budgets.filter(mine)
 
 
 def evaluate(comp: Computation, as_of: datetime | None = None, now: datetime | None = None, *,

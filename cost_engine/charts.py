@@ -430,7 +430,8 @@ def budget_burndown(path: pl.DataFrame, amount: float | None, name: str, currenc
     days = _when(path["day"])
     left = lambda col: [None if v is None else amount - v for v in _nums(path[col])]  # noqa: E731
     fig = go.Figure()
-    for hi, lo, opacity, what in (("spent_hi95", "spent_lo95", 0.12, "95 %"), ("spent_hi80", "spent_lo80", 0.25, "80 %")):
+    bands = (("spent_hi95", "spent_lo95", 0.12, "95 %"), ("spent_hi80", "spent_lo80", 0.25, "80 %"))
+    for hi, lo, opacity, what in bands:
         fig.add_scatter(x=days, y=left(lo), mode="lines", line={"width": 0}, showlegend=False, hoverinfo="skip")
         fig.add_scatter(x=days, y=left(hi), mode="lines", line={"width": 0}, fill="tonexty",
                         fillcolor=f"rgba(67,97,238,{opacity})", name=f"{what} interval",
