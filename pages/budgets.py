@@ -112,8 +112,8 @@ else:
     if st.button("Save budgets", type="primary", key="save_budgets"):
         frame = edited if isinstance(edited, pl.DataFrame) else pl.from_pandas(edited)
         try:
-            result = uploads.save_budgets(ctx.path, frame, common.current_principal(), ctx.base_config,
-                                          current=current)
+            result = uploads.save_budgets(ctx.path, frame, current, principal=common.current_principal(),
+                                          config=ctx.base_config)
         except (uploads.UploadError, AccessError, ValueError) as exc:
             st.error(common.md(f"Not saved: {exc}"))
         else:

