@@ -107,6 +107,20 @@ def test_burn_rate_now_from_open_allocations():
     assert rate.select("tenant", "cost_per_hour", "gpus", "basis").rows() == [("t-b", 20.0, 2.0, "recent average")]
 
 
+def test_burn_rate_takes_the_last_power_reading():
+    """g2 reports 500 W at 23:55 and 23:58 on 10-03 (within max_sample_gap_s = 300 s of 10-04 00:00).
+    Live: 0.5 kW x 1.3 x 1.2 x $0.12/kWh (flat) = $0.0936/h for g2 (share 1). Measured energy
+    books 500 W x (180 s + 120 s) = 150 kJ = 0.041667 kWh x 1.56 x 0.12 = $0.0078 on p1's 144
+    allocated GPU-hours: the energy rate g1 (no reading) is priced at. t-b: g2 10 + 0.0936, g1
+    10 + 0.0078 / 144."""
+    samples = [{"ts": f"2026-10-03T23:{m}:00Z", "gpu_id": "g2", "util_pct": 90.0, "power_w": 500.0}
+               for m in (55, 58)]
+    comp = run([], telemetry=samples)
+    rate = burn.burn_rate(comp, END).row(0, named=True)
+    assert rate["tenant"] == "t-b" and rate["basis"] == "live power" and rate["live_cards"] == 1
+    assert rate["cost_per_hour"] == pytest.approx(20.0 + 0.5 * 1.3 * 1.2 * 0.12 + 0.0078 / 144, rel=1e-9)
+
+
 def test_alerts_fire_at_the_threshold_and_not_a_cent_below():
     """An unmapped owner 'ghost' holds a third card g3 on 10-03 from 00:00 to 02:00: 2 h x $10 =
     $20.00 unattributed. At a $20.00 limit the alert fires; at $20.01 it does not."""
