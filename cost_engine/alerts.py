@@ -300,6 +300,7 @@ def payload(alerts: pl.DataFrame, budgets: BudgetReport, burn_rate: pl.DataFrame
         "version": PAYLOAD_VERSION,
         "source": source,
         "as_of": budgets.as_of.isoformat().replace("+00:00", "Z"),
+        "burn_rate_at": budgets.live_at.isoformat().replace("+00:00", "Z"),
         "currency": comp.period.currency,
         "firing": int(n.get(FIRING, 0)),
         "unknown": int(n.get(UNKNOWN, 0)),

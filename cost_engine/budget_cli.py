@@ -50,7 +50,7 @@ def _evaluate(source: str, config: str | None, as_of: str | None):
     except (ConfigError, BundleError, FileNotFoundError, ValueError) as exc:
         _fail(str(exc))
     report = budgets.evaluate(comp, as_of=_as_of(as_of, comp.period.timezone), now=datetime.now(timezone.utc))
-    return comp, report, burn.burn_rate(comp, report.as_of)
+    return comp, report, burn.burn_rate(comp, report.live_at)
 
 
 _SOURCE = click.argument("source", type=click.Path(exists=True))
@@ -70,7 +70,7 @@ def budgets_cmd(source: str, config: str | None, as_of: str | None, as_json: boo
     comp, report, rate = _evaluate(source, config, as_of)
     if as_json:
         data = alert_rules.payload(alert_rules.evaluate(comp, report), report, rate, comp, source)
-        out = {k: data[k] for k in ("version", "source", "as_of", "currency", "budgets", "burn_rate")}
+        out = {k: data[k] for k in ("version", "source", "as_of", "burn_rate_at", "currency", "budgets", "burn_rate")}
         out["path"] = alert_rules.payload_rows(report.path)
         out["inactive"] = report.inactive
         click.echo(json.dumps(out, indent=2))
@@ -97,7 +97,7 @@ def render_budgets(report: budgets.BudgetReport, rate, tz: str, cur: str) -> str
             lines.append(f"    note: {r['note']}")
     if report.inactive:
         lines.append("  not in force: " + ", ".join(report.inactive))
-    lines.append(f"burn rate now ({cur}/h, from the allocations open at the report time)")
+    lines.append(f"burn rate now ({cur}/h, from the allocations open at {report.live_at:%Y-%m-%d %H:%M}Z)")
     if rate.height == 0:
         lines.append("  nothing allocated")
     for r in rate.iter_rows(named=True):

@@ -80,6 +80,11 @@ class BudgetReport:
     status: pl.DataFrame  # STATUS_SCHEMA, one row per budget in force at as_of
     path: pl.DataFrame  # PATH_SCHEMA, the span of each budget day by day
     inactive: list[str]  # budgets not in force at as_of
+    now: datetime | None = None  # the instant the burn rate reads (periods.live_time); as_of when None
+
+    @property
+    def live_at(self) -> datetime:
+        return self.now or self.as_of
 
 
 def report_day(as_of: datetime, tz: str) -> date:
@@ -114,10 +119,11 @@ def evaluate(comp: Computation, as_of: datetime | None = None, now: datetime | N
     report time out (a backtest replays a past day, when their recorded ends were not known)."""
     p = comp.period
     t = periods.resolve_as_of(p.start, p.end, p.timezone, as_of, now)
+    live = periods.live_time(p.start, p.end, as_of, now)
     if budgets is None:
         budgets = comp.bundle["budgets"]
     if budgets.height == 0:
-        return BudgetReport(t, pl.DataFrame(schema=STATUS_SCHEMA), pl.DataFrame(schema=PATH_SCHEMA), [])
+        return BudgetReport(t, pl.DataFrame(schema=STATUS_SCHEMA), pl.DataFrame(schema=PATH_SCHEMA), [], live)
     ctx = _Context.of(comp, t, committed)
     rows, paths, inactive = [], [], []
     for b in budgets.sort("budget_id").iter_rows(named=True):
@@ -130,7 +136,7 @@ def evaluate(comp: Computation, as_of: datetime | None = None, now: datetime | N
         paths.append(path)
     status = pl.DataFrame(rows, schema=STATUS_SCHEMA, orient="row") if rows else pl.DataFrame(schema=STATUS_SCHEMA)
     path = pl.concat(paths) if paths else pl.DataFrame(schema=PATH_SCHEMA)
-    return BudgetReport(t, status, path, inactive)
+    return BudgetReport(t, status, path, inactive, live)
 
 
 @dataclass(frozen=True)

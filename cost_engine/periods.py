@@ -62,6 +62,19 @@ def resolve_as_of(period_start: datetime, period_end: datetime, tz: str, as_of: 
     return max(midnight(local_date(t, tz), tz), period_start)
 
 
+def live_time(period_start: datetime, period_end: datetime, as_of: datetime | None, now: datetime | None
+              ) -> datetime:
+    """The instant "right now" stands for (the burn rate): as_of, else the clock, kept inside the
+    data and not moved back to a day's start (a live collector's readings of this hour count);
+    the end of the data when the clock is past it or before it."""
+    t = as_of if as_of is not None else now
+    if t is None or t >= period_end or (as_of is None and t <= period_start):
+        return period_end
+    if t.tzinfo is None:
+        raise ValueError("as_of needs a time zone")
+    return max(t, period_start)
+
+
 def window(kind: str, start: datetime | None, end: datetime | None, report_day: date, tz: str
            ) -> tuple[datetime, datetime] | None:
     """The budget's span [w0, w1) in force on `report_day`, or None when it is not in force.

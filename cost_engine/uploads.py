@@ -303,6 +303,9 @@ def save_budgets(source: str | Path, edited: pl.DataFrame, current: pl.DataFrame
     p = Path(source)
     if p.is_file() and store.is_store(p):
         cur = current if current is not None else store.load_bundle(p, tables=["budgets"])["budgets"]
+        # A row stored without a currency is in the period currency, as the edited rows now say.
+        base = (config or Config()).period.currency.upper()
+        cur = cur.with_columns(pl.col("currency").str.to_uppercase().fill_null(base))
         changed = new.join(cur.select(new.columns), on=new.columns, how="anti", nulls_equal=True)
         if changed.height:
             try:

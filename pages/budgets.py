@@ -80,7 +80,8 @@ else:
                                                "threshold": st.column_config.NumberColumn("threshold", format="%.2f")})
 
 st.subheader("Burn rate now")
-st.caption(f"{cur} per hour of the allocations open at the report time, priced at each pool's rate over the last "
+st.caption(f"{cur} per hour of the allocations open at "
+           f"{b['live_at'].astimezone(ZoneInfo(tz)):%Y-%m-%d %H:%M} ({tz}), priced at each pool's rate over the last "
            "7 days; the energy part from the cards' last power readings where the telemetry has them.")
 common.table(b["burn"], "burn_rate", name="burn-rate", column_config={
     "cost_per_hour": st.column_config.NumberColumn(f"{cur}/h", format="%.2f"),

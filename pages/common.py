@@ -193,7 +193,7 @@ def _budget_views(path: str, version: str, config_json: str, now_iso: str) -> di
     comp = _computation(path, version, config_json)
     rep = budgets.evaluate(comp, now=datetime.fromisoformat(now_iso))
     return {"as_of": rep.as_of, "status": rep.status, "path": rep.path, "inactive": rep.inactive,
-            "alerts": alerts.evaluate(comp, rep), "burn": burn.burn_rate(comp, rep.as_of)}
+            "alerts": alerts.evaluate(comp, rep), "burn": burn.burn_rate(comp, rep.live_at), "live_at": rep.live_at}
 
 
 def base_computation(ctx: "Ctx") -> Computation:

@@ -315,3 +315,76 @@ def test_alerts_exit_zero_when_nothing_fires(tmp_path):
     assert load_config(cfg).alerts.forecast_over_budget == "off"
     res = CliRunner().invoke(main, ["alerts", str(folder)])
     assert res.exit_code == 0 and "0 firing" in res.output
+
+
+def test_unit_cost_jump_of_a_model_fires_at_its_threshold():
+    """proj-a's g1 serves model m1 (workload inference) for the three days: $240 a day, as above.
+    Requests: 1,500,000 + 500,000 tokens a day on 10-01 and 10-02, 1,000,000 on 10-03 (input +
+    output). Last 24 h (10-03): 240 / 1M x 1M = $240 per 1M tokens; the 48 h before: 480 / 4M =
+    $120 per 1M. +100 % puts the threshold at exactly $240: fires; +100.1 % ($240.12) does not.
+    A model with no tokens in a window cannot be priced: unknown, not zero."""
+    served = [{"allocation_id": "a1", "gpu_id": "g1", "start": "2026-10-01T00:00:00Z",
+               "end": "2026-10-04T00:00:00Z", "owner": "proj-a", "workload": "inference", "model": "m1"}]
+    reqs = [{"request_id": f"r{d}", "ts": f"2026-10-0{d}T12:00:00Z", "owner": "proj-a", "model": "m1",
+             "input_tokens": 1_500_000 if d < 3 else 600_000, "output_tokens": 500_000 if d < 3 else 400_000}
+            for d in (1, 2, 3)]
+    reqs.append({"request_id": "q1", "ts": "2026-10-03T06:00:00Z", "owner": "proj-b", "model": "m2",
+                 "input_tokens": 10, "output_tokens": 10})
+    bundle = ledger([], requests=reqs)
+    bundle["allocations"] = [a for a in bundle["allocations"] if a["allocation_id"] != "a1"] + served
+    comp = compute(make_bundle(**bundle), parse_config(CONFIG))
+    rep = budgets.evaluate(comp)
+
+    def check(pct):
+        f = alerts.evaluate(comp, rep, Alerts(model_cost_per_million_up_pct=pct))
+        return {r["model"]: r for r in f.filter(pl.col("rule") == "model_cost_per_million_up").iter_rows(named=True)}
+
+    hit = check(100)
+    assert hit["m1"]["value"] == pytest.approx(240.0) and hit["m1"]["threshold"] == pytest.approx(240.0)
+    assert hit["m1"]["state"] == "firing" and hit["m1"]["unit"] == "USD/1M tokens"
+    assert check(100.1)["m1"]["state"] == "ok"
+    assert hit["m2"]["state"] == "unknown" and hit["m2"]["value"] is None  # no tokens before 10-03
+
+
+def test_burn_rate_reads_the_clock_while_budgets_book_whole_days():
+    """A period configured to run to 10-06 with data to 10-04 and the clock at 10-03 15:30: budgets
+    count whole days (as_of 10-03 00:00), the burn rate reads 15:30, when proj-a and proj-b each
+    hold one card at $10: t-a $10/h, t-b $10/h. An explicit --as-of time wins over the clock."""
+    cfg = {"period": {**CONFIG["period"], "end": datetime(2026, 10, 6, tzinfo=timezone.utc)}}
+    comp = run([], config=cfg)
+    now = datetime(2026, 10, 3, 15, 30, tzinfo=timezone.utc)
+    rep = budgets.evaluate(comp, now=now)
+    assert rep.as_of == datetime(2026, 10, 3, tzinfo=timezone.utc) and rep.live_at == now
+    rate = burn.burn_rate(comp, rep.live_at)
+    assert rate.select("tenant", "cost_per_hour").sort("tenant").rows() == [("t-a", 10.0), ("t-b", 10.0)]
+    at = datetime(2026, 10, 2, 6, tzinfo=timezone.utc)
+    assert budgets.evaluate(comp, as_of=at, now=now).live_at == at
+    # The clock past the period: the end of it, as for as_of.
+    late = budgets.evaluate(comp, now=datetime(2026, 12, 1, tzinfo=timezone.utc))
+    assert late.live_at == late.as_of == datetime(2026, 10, 6, tzinfo=timezone.utc)
+
+
+def test_admin_saves_budgets_into_a_store(tmp_path):
+    """Saving edited budgets into a store ingests the changed rows only (replace): x's amount 10 ->
+    12 is one row written, y new is another, z as it was is not rewritten. Times the editor hands
+    back without a zone are UTC. A scoped user is refused before anything is read."""
+    db = tmp_path / "s.duckdb"
+    rows = [{"budget_id": "x", "tenant": "t-a", "period_kind": "month", "amount": 10.0},
+            {"budget_id": "z", "project": "proj-b", "period_kind": "month", "amount": 5.0}]
+    store.ingest(db, make_bundle(**ledger(rows)))
+    current = store.load_bundle(db, tables=["budgets"])["budgets"]
+    edited = pl.DataFrame({
+        "budget_id": ["x", "z", "y"], "tenant": ["t-a", None, None], "project": [None, "proj-b", "proj-a"],
+        "period_kind": ["month", "month", "custom"], "amount": [12.0, 5.0, 300.0],
+        "start": [None, None, datetime(2026, 10, 1)], "end": [None, None, datetime(2026, 10, 8)],
+    })
+    with pytest.raises(access.AccessError):
+        uploads.save_budgets(db, edited, current, principal=access.Principal("alice", frozenset({"t-a"})))
+    saved = uploads.save_budgets(db, edited, current, principal=access.Principal("root", None))
+    assert saved.written == 2
+    back = store.load_bundle(db, tables=["budgets"])["budgets"].sort("budget_id")
+    assert back.select("budget_id", "amount").rows() == [("x", 12.0), ("y", 300.0), ("z", 5.0)]
+    assert back.filter(pl.col("budget_id") == "y")["end"].item() == datetime(2026, 10, 8, tzinfo=timezone.utc)
+    bad = edited.with_columns(pl.lit(-1.0).alias("amount"))
+    with pytest.raises(uploads.UploadError, match="row 1: amount -1"):
+        uploads.save_budgets(db, bad, current, principal=access.Principal("root", None))
