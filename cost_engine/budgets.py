@@ -216,9 +216,10 @@ def _one(ctx: _Context, b: dict, span: tuple[datetime, datetime]) -> tuple[dict,
         notes.append("a pool with allocations after the report time has no recent rate: committed cost unknown")
 
     def total(x: float | None) -> float | None:
-        if unknown or x is None:
+        # An unknown committed cost leaves the total unknown: it may lie above any forecast.
+        if unknown or x is None or committed is None:
             return None
-        return booked + max(x, committed or 0.0)
+        return booked + max(x, committed)
 
     projected = total(fc.point)
     bounds = {k: total(getattr(fc, k)) for k in ("lo80", "hi80", "lo95", "hi95")}
@@ -236,7 +237,8 @@ def _one(ctx: _Context, b: dict, span: tuple[datetime, datetime]) -> tuple[dict,
         "status": status, "model": MODEL_NAMES[fc.model], "history_days": fc.history_days,
         "days_left": left, "days_before_data": before, "note": "; ".join(notes) or None,
     }
-    return row, _path(b["budget_id"], days, daily, fc.path, amount, unknown)
+    return row, _path(b["budget_id"], days, daily, fc.path, amount, None if unknown else committed,
+                      ctx.day)
 
 
 def _status(projected: float | None, hi80: float | None, booked: float | None, amount: float | None) -> str:
@@ -292,13 +294,23 @@ def _committed(ctx: _Context, level: str, owner: str, cats: tuple[str, ...], w1:
 
 
 def _path(budget_id: str, days: pl.DataFrame, daily: pl.DataFrame, fc_path: pl.DataFrame, amount: float | None,
-          unknown: bool) -> pl.DataFrame:
-    """The span day by day: booked cost, forecast cost, the running total and its bands."""
-    if unknown:
+          committed: float | None, last_booked: date) -> pl.DataFrame:
+    """The span day by day: booked cost, forecast cost, the running total and its bands, ending on
+    the status row's figures. Committed cost is a floor under the forecast's running sum, spread
+    over the days from `last_booked` on by their hours (the chart's shape; the totals are exact); a band the
+    forecast could not estimate stays null, never zero-width. Empty when the figures are unknown."""
+    if committed is None:
         return pl.DataFrame(schema=PATH_SCHEMA)
-    f = fc_path.select("day", pl.col("cost").alias("fc"),
-                       *((pl.col("cum") - pl.col(f"cum_{k}")).alias(f"w_{k}") for k in ("lo80", "lo95")),
-                       *((pl.col(f"cum_{k}") - pl.col("cum")).alias(f"w_{k}") for k in ("hi80", "hi95")))
+    ahead = pl.when(pl.col("day") >= last_booked).then(pl.col("hours")).otherwise(0.0)
+    floor = (committed * ahead.cum_sum() / ahead.sum()).fill_nan(0.0)
+    f = (
+        fc_path.with_columns(pl.max_horizontal(pl.col(c), floor) for c in ("cum", "cum_lo80", "cum_hi80", "cum_lo95",
+                                                                          "cum_hi95"))
+        .select("day", pl.col("cum").diff().fill_null(pl.col("cum")).alias("fc"),
+                *((pl.col("cum") - pl.col(f"cum_{k}")).alias(f"w_{k}") for k in ("lo80", "lo95")),
+                *((pl.col(f"cum_{k}") - pl.col("cum")).alias(f"w_{k}") for k in ("hi80", "hi95")))
+    )
+    unknown_bands = fc_path["cum_lo80"].null_count() > 0
     t = (
         days.select("day", "booked_hours")
         .join(daily, on="day", how="left")
@@ -311,6 +323,8 @@ def _path(budget_id: str, days: pl.DataFrame, daily: pl.DataFrame, fc_path: pl.D
         # A band's width grows with each forecast day and stays through booked ones.
         .with_columns(pl.col("w_lo80", "w_hi80", "w_lo95", "w_hi95").forward_fill().fill_null(0.0))
     )
+    if unknown_bands:
+        t = t.with_columns(pl.lit(None, pl.Float64).alias(c) for c in ("w_lo80", "w_hi80", "w_lo95", "w_hi95"))
     amt = pl.lit(amount, pl.Float64)
     return t.select(
         pl.lit(budget_id).alias("budget_id"), "day", "kind", "cost", "spent",

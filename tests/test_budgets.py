@@ -388,3 +388,44 @@ def test_admin_saves_budgets_into_a_store(tmp_path):
     bad = edited.with_columns(pl.lit(-1.0).alias("amount"))
     with pytest.raises(uploads.UploadError, match="row 1: amount -1"):
         uploads.save_budgets(db, bad, current, principal=access.Principal("root", None))
+
+
+def test_the_burn_down_ends_on_the_projected_total_and_its_bounds():
+    """proj-b's custom budget above: the path's booked days 240, 480, 720; then committed (960,
+    spread 480 a day over the two days ahead) is above the forecast (240 a day): 1,200, 1,680, the
+    projected total. Zero-width bands (a constant series) sit on the line."""
+    comp = run([{"budget_id": "b", "project": "proj-b", "period_kind": "custom", "amount": 2000.0,
+                 "start": "2026-10-01T00:00:00Z", "end": "2026-10-06T00:00:00Z"}])
+    path = budgets.evaluate(comp).path
+    assert path["spent"].to_list() == [240.0, 480.0, 720.0, 1200.0, 1680.0]
+    assert path["kind"].to_list() == ["booked"] * 3 + ["forecast"] * 2
+    assert path["spent_hi95"].to_list() == path["spent"].to_list() == path["spent_lo80"].to_list()
+    assert path["remaining"][-1] == 2000.0 - 1680.0
+
+
+def test_one_day_of_history_leaves_the_bands_unknown_not_zero_wide():
+    """Data of one day (10-01, $240 for proj-a): October's forecast is 30 x 240 = 7,200 with no
+    spread to estimate: the interval bounds are null, the path's bands too; the point stands."""
+    cfg = {"period": {**CONFIG["period"], "end": datetime(2026, 10, 2, tzinfo=timezone.utc)}}
+    comp = run([{"budget_id": "oct", "project": "proj-a", "period_kind": "month", "amount": 9000.0}], config=cfg)
+    rep = budgets.evaluate(comp)
+    r = rep.status.row(0, named=True)
+    assert r["booked"] == 240.0 and r["forecast"] == 7200.0 and r["projected"] == 7440.0
+    assert r["hi80"] is None and r["lo95"] is None and r["status"] == "within"
+    assert rep.path["spent"][-1] == 7440.0 and rep.path["spent_hi80"].null_count() == rep.path.height
+
+
+def test_a_reservation_in_a_pool_without_a_rate_leaves_the_projection_unknown():
+    """proj-a reserves g9 in pool p2 from 10-05, a pool nobody used in the last 7 days (no rate):
+    what that costs is unknown, so the projected total and status are unknown, not booked +
+    forecast; booked (720) and forecast (28 x 240 = 6,720) still show."""
+    b = ledger([{"budget_id": "oct", "project": "proj-a", "period_kind": "month", "amount": 9000.0}],
+               allocations=[{"allocation_id": "r9", "gpu_id": "g9", "owner": "proj-a",
+                             "start": "2026-10-05T00:00:00Z", "end": "2026-10-07T00:00:00Z"}])
+    b["inventory"].append({"gpu_id": "g9", "pool": "p2"})
+    comp = compute(make_bundle(**b), parse_config(CONFIG))
+    r = status(comp)["oct"]
+    assert r["booked"] == 720.0 and r["forecast"] == 6720.0 and r["committed"] is None
+    assert r["projected"] is None and r["hi95"] is None and r["status"] == "unknown"
+    assert "no recent rate" in r["note"]
+    assert budgets.evaluate(comp).path.height == 0
