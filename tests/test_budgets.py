@@ -296,6 +296,7 @@ def test_sample_fleet_has_one_owner_over_budget_and_the_cli_says_so(comp):
     assert res.exit_code == 1, res.output
     data = json.loads(res.output)
     assert data["firing"] == 1 and data["as_of"] == "2026-10-12T00:00:00Z" and data["currency"] == "USD"
+    assert data["burn_rate_at"] == data["as_of"]  # the clock is past the data: its end
     firing = [a for a in data["alerts"] if a["state"] == "firing"]
     assert firing[0]["rule"] == "forecast_over_budget" and firing[0]["budget_id"] == "bud-rlhf-month"
     assert firing[0]["threshold"] == 9000.0 and firing[0]["value"] > 9000.0
@@ -429,3 +430,21 @@ def test_a_reservation_in_a_pool_without_a_rate_leaves_the_projection_unknown():
     assert r["projected"] is None and r["hi95"] is None and r["status"] == "unknown"
     assert "no recent rate" in r["note"]
     assert budgets.evaluate(comp).path.height == 0
+
+
+def test_burn_down_chart_draws_the_path():
+    """The chart of proj-b's budget ($2,000): budget left 1,760, 1,520, 1,280 booked (solid),
+    then 800 and 320 forecast (dashed, joined to the last booked day); bands on the line; zero
+    marked. An unknown budget draws the empty chart with its reason."""
+    from cost_engine import charts
+
+    comp = run([{"budget_id": "b", "project": "proj-b", "period_kind": "custom", "amount": 2000.0,
+                 "start": "2026-10-01T00:00:00Z", "end": "2026-10-06T00:00:00Z"}])
+    fig = json.loads(charts.budget_burndown(budgets.evaluate(comp).path, 2000.0, "b", "USD", "UTC").to_json())
+    traces = {t.get("name"): t for t in fig["data"]}
+    assert traces["booked"]["y"] == [1760.0, 1520.0, 1280.0, None, None]
+    assert traces["forecast"]["y"] == [None, None, 1280.0, 800.0, 320.0]
+    assert traces["80 % interval"]["y"] == [1760.0, 1520.0, 1280.0, 800.0, 320.0]
+    assert fig["layout"]["shapes"][0]["y0"] == 0
+    empty = json.loads(charts.budget_burndown(budgets.evaluate(comp).path.clear(), None, "x").to_json())
+    assert empty["data"] == [] and "see its note" in empty["layout"]["annotations"][0]["text"]
