@@ -31,6 +31,7 @@ else:
             st.Page("pages/unit_economics.py", title="Unit economics", icon=":material/payments:",
                     url_path="unit_economics"),
             st.Page("pages/compare.py", title="Compare", icon=":material/compare_arrows:", url_path="compare"),
+            st.Page("pages/budgets.py", title="Budgets", icon=":material/savings:", url_path="budgets"),
         ],
         "Setup": [
             st.Page("pages/data.py", title="Data", icon=":material/database:", url_path="data"),

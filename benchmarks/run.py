@@ -625,7 +625,9 @@ def write_results(path: Path, results: list[dict], m: dict, a: argparse.Namespac
                 "allocation only, so it is close but not equal).",
                 "",
             ]
-    path.write_text("\n".join(lines), encoding="utf-8")
+    from benchmarks.sections import keep_sections  # the forecast backtest's section stays (benchmarks/backtest.py)
+
+    path.write_text(keep_sections(path, "\n".join(lines)), encoding="utf-8")
 
 
 def print_table(res: dict) -> None:

@@ -18,6 +18,7 @@ from typing import Any, Literal
 import polars as pl
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from .budgets import visible_budgets
 from .config import read_toml
 from .contract import IDLE, empty
 from .engine import Computation
@@ -215,6 +216,8 @@ def scope(comp: Computation, principal: Principal) -> Computation:
         pl.lit("scoped").alias("origin"), pl.lit("scoped").alias("id"), "category", "pool", "amount"
     )
     bundle = _scoped_bundle(comp, allocations, requests)
+    # Budgets: the allowed tenants' own and their projects' (the fresh tables dict is the scope's).
+    bundle.tables["budgets"] = visible_budgets(comp.bundle["budgets"], principal.tenants, comp.ownership.projects)
     cards = seg["gpu_id"].unique().sort()
     ledger = replace(
         comp.ledger, has_inventory=False,

@@ -38,21 +38,23 @@ import pyarrow.ipc as pa_ipc
 from . import csv_guard, json_keys, overlaps, unicode_names
 from .config import Config
 from .contract import (
-    CATEGORIES,
-    DRIVERS,
-    EVENT_KINDS,
-    QUEUE_REASONS,
     RECORD_KEYS,
     REJECTED_SCHEMA,
-    REQUEST_STATUSES,
     TABLE_NAMES,
     TABLES,
     TS,
-    WORKLOADS,
     Column,
     empty,
     schema,
 )
+from .table_rules import MAX_SHOWN as _MAX_SHOWN
+from .table_rules import RAW as _RAW
+from .table_rules import Problem as _Problem
+from .table_rules import exchange_rates as _rates
+from .table_rules import post_parse as _post_parse
+from .table_rules import raw as _raw
+from .table_rules import rules as _rules
+from .table_rules import shown as _shown
 
 ROW = "_row"
 REJECTIONS_SCHEMA = REJECTED_SCHEMA | {"file": pl.String}
@@ -67,10 +69,8 @@ _SUFFIXES = {
     ".jsonl.gz": "jsonl",
 }
 
-_RAW = "__raw__"  # prefix of the raw input columns while parsed columns take the contract names
 _USUAL = "__usual__"  # prefix of timestamp columns parsed by the fast path
 _HEAD = 65536  # bytes sniffed to tell text from binary
-_MAX_SHOWN = 60  # values quoted in a reason are cut to this many characters
 _MAX_ROWS_SHOWN = 10  # row numbers listed in one conflicting-duplicate reason
 
 _ISO_AWARE = "%Y-%m-%dT%H:%M:%S%.f%#z"  # %#z: Z, +hh, +hhmm, +hh:mm
@@ -1050,14 +1050,6 @@ def _check_columns(table: str, raw: pl.DataFrame, file: str) -> None:
         )
 
 
-@dataclass(frozen=True)
-class _Problem:
-    """One way a row can break the contract: a cheap flag for every row, a message for flagged rows."""
-
-    flag: pl.Expr
-    message: pl.Expr
-
-
 def _checked(table: str, raw: pl.DataFrame, config: Config) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(valid rows with parsed columns, rejected rows as row/reason)."""
     cols = TABLES[table]
@@ -1114,17 +1106,6 @@ def _join_reasons(problems: list[_Problem]) -> pl.Expr:
 
 
 # ---- column parsers: each returns (value expression without default, problems)
-
-
-def _raw(name: str) -> pl.Expr:
-    """The input value of a contract column (text already stripped, empty text null)."""
-    return pl.col(_RAW + name)
-
-
-def _shown(expr: pl.Expr) -> pl.Expr:
-    """A value as quoted in a reason, cut to a readable length."""
-    s = expr.cast(pl.String).str.strip_chars()
-    return pl.when(s.str.len_chars() > _MAX_SHOWN).then(s.str.slice(0, _MAX_SHOWN - 3) + "...").otherwise(s)
 
 
 def _clean(text: pl.Expr) -> pl.Expr:
@@ -1276,121 +1257,6 @@ def _epoch(name: str, seconds: pl.Expr, shown_from: pl.Expr) -> tuple[pl.Expr, l
         )
     ]
     return value, problems
-
-
-# ---- table rules on parsed values (null values pass: required-ness is checked when parsing)
-
-
-def _post_parse(table: str, config: Config) -> list[pl.Expr]:
-    """Value fixes that need config: a cost's currency defaults to the period currency."""
-    if table != "costs":
-        return []
-    return [pl.col("currency").str.to_uppercase().fill_null(config.period.currency.upper())]
-
-
-def _rules(table: str, config: Config) -> list[_Problem]:
-    """The contract's value rules per table (SEMANTICS "Rejections")."""
-    rules = {
-        "inventory": lambda: [
-            _unit_share("capacity"),
-            *_interval("in_service_start", "in_service_end"),
-        ],
-        "allocations": lambda: [
-            *_interval("start", "end"),
-            _unit_share("share"),
-            _one_of("workload", WORKLOADS),
-            _non_negative("requested_gpus"),
-        ],
-        "telemetry": lambda: [
-            _Problem(
-                (pl.col("util_pct") < 0) | (pl.col("util_pct") > 100),
-                pl.format("util_pct {} outside 0..100", _shown(_raw("util_pct"))),
-            ),
-            *map(_non_negative, ("power_w", "energy_j", "mem_used_mib")),
-        ],
-        "requests": lambda: [
-            *map(_non_negative, ("input_tokens", "cached_input_tokens", "output_tokens")),
-            _one_of("status", REQUEST_STATUSES),
-            _Problem(pl.col("requests") < 1, pl.format("requests {} is below 1", _shown(_raw("requests")))),
-            _Problem(pl.col("attempt") < 1, pl.format("attempt {} is below 1", _shown(_raw("attempt")))),
-            *_interval("ts", "end"),
-            *map(_non_negative, ("ttft_ms", "latency_ms", "prefill_ms", "decode_ms")),
-        ],
-        "costs": lambda: [
-            _non_negative("amount"),
-            _one_of("category", CATEGORIES),
-            *_interval("start", "end"),
-            _one_of("driver", DRIVERS),
-            _currency_known(config),
-        ],
-        "rates": lambda: [
-            _non_negative("price_per_gpu_hour"),
-            _one_of("category", CATEGORIES),
-            *_interval("start", "end"),
-        ],
-        "tariffs": lambda: [
-            *_interval("start", "end"),
-            _non_negative("price_per_kwh"),
-            _non_negative("carbon_g_per_kwh"),
-        ],
-        "queue": lambda: [
-            _one_of("reason", QUEUE_REASONS),
-            _Problem(pl.col("gpus") <= 0, pl.format("gpus {} must be above 0", _shown(_raw("gpus")))),
-            _Problem(
-                pl.col("start") < pl.col("submit"),
-                pl.format("start before submit (submit {}, start {})", _shown(_raw("submit")), _shown(_raw("start"))),
-            ),
-        ],
-        "events": lambda: [
-            _one_of("kind", EVENT_KINDS),
-            *_interval("start", "end"),
-            # a fleet-wide event would explain idle time nobody can check
-            _Problem(
-                pl.all_horizontal(pl.col(c).is_null() for c in ("gpu_id", "node", "pool")),
-                pl.lit("event needs a gpu_id, node or pool scope"),
-            ),
-        ],
-        "quotas": lambda: [_non_negative("gpus")],
-    }
-    return rules.get(table, list)()
-
-
-def _non_negative(name: str) -> _Problem:
-    return _Problem(pl.col(name) < 0, pl.format(f"{name} {{}} is negative", _shown(_raw(name))))
-
-
-def _unit_share(name: str) -> _Problem:
-    bad = (pl.col(name) <= 0) | (pl.col(name) > 1)
-    return _Problem(bad, pl.format(f"{name} {{}} outside (0, 1]", _shown(_raw(name))))
-
-
-def _one_of(name: str, allowed: tuple[str, ...]) -> _Problem:
-    known = ", ".join(allowed)
-    return _Problem(
-        pl.col(name).is_not_null() & ~pl.col(name).is_in(allowed),
-        pl.format(f"unknown {name} '{{}}' (expected one of {known})", _shown(pl.col(name))),
-    )
-
-
-def _interval(start: str, end: str) -> list[_Problem]:
-    """Half-open intervals need end > start; name both values so the row can be found."""
-    s, e = _shown(_raw(start)), _shown(_raw(end))
-    return [
-        _Problem(pl.col(end) < pl.col(start), pl.format(f"{end} before {start} ({start} {{}}, {end} {{}})", s, e)),
-        _Problem(pl.col(end) == pl.col(start), pl.format(f"zero-length interval ({start} = {end} = {{}})", s)),
-    ]
-
-
-def _rates(config: Config) -> dict[str, float]:
-    """Usable exchange rates into the period currency, keyed by upper-case code."""
-    return {k.upper(): float(v) for k, v in config.currency_rates.items() if math.isfinite(v) and v > 0}
-
-
-def _currency_known(config: Config) -> _Problem:
-    base = config.period.currency.upper()
-    cur = pl.col("currency")
-    foreign = (cur != base) & ~cur.is_in(list(_rates(config)))
-    return _Problem(foreign, pl.format(f"currency {{}} differs from {base} and no rate is configured", _shown(cur)))
 
 
 def _convert_currency(

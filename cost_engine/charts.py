@@ -464,6 +464,37 @@ def coverage(frame: pl.DataFrame) -> go.Figure:
     return _layout(fig, title, barmode="stack", xaxis_title="GPU-hours", yaxis={"automargin": True})
 
 
+def budget_burndown(path: pl.DataFrame, amount: float | None, name: str, currency: str = "USD",
+                    timezone: str = "UTC") -> go.Figure:
+    """Budget left day by day (budgets.evaluate's path for one budget): booked days solid, the
+    forecast dashed with its 80 % and 95 % bands, zero marked."""
+    title = f"Burn-down: {label(name)} ({currency} left)"
+    if path.height == 0 or amount is None:
+        return _empty(title, "no figures for this budget (see its note)")
+    days = _when(path["day"])
+    left = lambda col: [None if v is None else amount - v for v in _nums(path[col])]  # noqa: E731
+    fig = go.Figure()
+    bands = (("spent_hi95", "spent_lo95", 0.12, "95 %"), ("spent_hi80", "spent_lo80", 0.25, "80 %"))
+    for hi, lo, opacity, what in bands:
+        fig.add_scatter(x=days, y=left(lo), mode="lines", line={"width": 0}, showlegend=False, hoverinfo="skip")
+        fig.add_scatter(x=days, y=left(hi), mode="lines", line={"width": 0}, fill="tonexty",
+                        fillcolor=f"rgba(67,97,238,{opacity})", name=f"{what} interval",
+                        hovertemplate="%{x}<br>" + what + " low end %{y:,.2f}<extra></extra>")
+    kind = path["kind"].to_list()
+    remaining = _nums(path["remaining"])
+    solid = [v if k == "booked" else None for k, v in zip(kind, remaining)]
+    # Forecast days dashed, joined to the booked days next to them (days before the data, then after it).
+    near = [k == "forecast" or "forecast" in kind[max(i - 1, 0):i + 2] for i, k in enumerate(kind)]
+    dashed = [v if n else None for n, v in zip(near, remaining)]
+    fig.add_scatter(x=days, y=dashed, mode="lines", line={"color": COST_COLOR, "dash": "dash"}, name="forecast",
+                    hovertemplate="%{x}<br>left %{y:,.2f}<extra></extra>")
+    fig.add_scatter(x=days, y=solid, mode="lines+markers", line={"color": COST_COLOR}, name="booked",
+                    hovertemplate="%{x}<br>left %{y:,.2f}<extra></extra>")
+    fig.add_hline(y=0, line={"color": "#d62828", "width": 1})
+    return _layout(fig, title, xaxis={"title": f"day ({timezone})", "type": "date"},
+                   yaxis={"title": f"{currency} left"})
+
+
 def figure_spec(fig: go.Figure) -> dict:
     """The figure as a plain dict (what the browser receives)."""
     return fig.to_plotly_json()

@@ -226,3 +226,8 @@ main.add_command(restore)
 from .diff_cli import diff_cmd  # noqa: E402  (why the cost changed between two periods)
 
 main.add_command(diff_cmd, name="diff")
+
+from .budget_cli import alerts_cmd, budgets_cmd  # noqa: E402  (budgets, forecasts, alerts: docs/budgets.md)
+
+main.add_command(budgets_cmd)
+main.add_command(alerts_cmd)

@@ -29,6 +29,9 @@ MAX_PRICE_PER_KWH = 10_000.0  # in the period currency, whichever it is (yen, wo
 MAX_WEIGHT = 1_000_000.0  # token weights and fixed shares are relative; beyond this is a typo
 MAX_SLO_MS = 86_400_000.0  # a day
 MAX_EXCHANGE_RATE = 1_000_000.0
+MAX_ALERT_PCT = 1_000_000.0  # an alert's percentage (a rise of 10,000x is already beyond any use)
+MAX_ALERT_MONEY = 1e15  # as the largest amount a bundle accepts
+MAX_WINDOW_DAYS = 366
 BOM = b"\xef\xbb\xbf"
 
 
@@ -173,6 +176,29 @@ class Validation(_Strict):
     overlaps: Literal["reject", "later_start_supersedes"] = "reject"
 
 
+class Alerts(_Strict):
+    """`[alerts]`: which checks `ailedger alerts` runs (docs/budgets.md). A threshold left out is off.
+
+    Thresholds fire at or above their value ("not a cent below"); "over budget" means more than
+    the budget's amount.
+    """
+
+    # A budget whose forecast of the period's total passes its amount: the point forecast, or
+    # (earlier warning) the upper end of the 80 % or 95 % interval.
+    forecast_over_budget: Literal["off", "point", "upper80", "upper95"] = "point"
+    # cost booked so far, % of the budget
+    booked_over_budget_pct: float | None = Field(None, gt=0, le=MAX_ALERT_PCT)
+    # a tenant's $/h over the last 24 h vs the 7 days before, rise in %
+    burn_rate_jump_pct: float | None = Field(None, ge=0, le=MAX_ALERT_PCT)
+    # a pool's idle rate over the last idle_window_days, in %
+    pool_idle_rate_pct: float | None = Field(None, ge=0, le=100)
+    idle_window_days: int = Field(7, ge=1, le=MAX_WINDOW_DAYS)
+    # cost in the unattributed bucket over the report period, in the period currency
+    unattributed_cost: float | None = Field(None, ge=0, le=MAX_ALERT_MONEY)
+    # a model's $/1M tokens over the last 24 h vs the 7 days before, rise in %
+    model_cost_per_million_up_pct: float | None = Field(None, ge=0, le=MAX_ALERT_PCT)
+
+
 class Config(_Strict):
     period: Period = Period()
     boundary: Boundary = Boundary()
@@ -181,6 +207,7 @@ class Config(_Strict):
     allocation: Allocation = Allocation()
     slo: Slo = Slo()
     validation: Validation = Validation()
+    alerts: Alerts = Alerts()
     # Extension: exchange rates into period.currency, e.g. {"EUR" = 1.08}.
     currency_rates: dict[str, float] = Field(default_factory=dict)
 

@@ -73,6 +73,11 @@ EVENT_KINDS = (
     "data_loading",
 )
 
+# Budgets: a month or quarter recurs (cut in period.timezone); custom spans its own start..end.
+PERIOD_KINDS = ("month", "quarter", "custom")
+# Several categories in one `budgets.categories` field are separated by this character.
+CATEGORY_SEPARATOR = ";"
+
 IDLE_CAUSES_UNALLOCATED = ("degraded_hardware", "maintenance", "quota", "fragmentation", "no_demand")
 IDLE_CAUSES_ALLOCATED = (
     "network_bottleneck",
@@ -209,6 +214,22 @@ TABLES: dict[str, tuple[Column, ...]] = {
         _c("pool", STR, True),
         _c("gpus", F64, True),
     ),
+    # Extension: spending limits of a tenant or a project (docs/budgets.md).
+    "budgets": (
+        _c("budget_id", STR, True),
+        _c("tenant", STR),
+        _c("project", STR),
+        _c("period_kind", STR, True),
+        _c("amount", F64, True),
+        _c("currency", STR),
+        # a boundary preset name; empty = the report's boundary
+        _c("boundary", STR),
+        # categories separated by CATEGORY_SEPARATOR: the budget counts only these (within its boundary)
+        _c("categories", STR),
+        # custom: the budget's span; month / quarter: when the recurring budget is in force
+        _c("start", TS),
+        _c("end", TS),
+    ),
 }
 
 # Columns that identify a record for idempotent re-ingest; tables without one are keyed by
@@ -225,6 +246,7 @@ RECORD_KEYS: dict[str, tuple[str, ...]] = {
     "aliases": ("source", "key"),
     "queue": ("job_id",),
     "quotas": ("tenant", "pool"),
+    "budgets": ("budget_id",),
 }
 
 TABLE_NAMES = tuple(TABLES)

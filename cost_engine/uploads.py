@@ -238,10 +238,16 @@ def save_aliases(source: str | Path, edited: pl.DataFrame, current: pl.DataFrame
         if changed.height:
             store.ingest(p, Bundle.from_frames({"aliases": changed}), replace=True, source="dashboard: aliases")
         return AliasSave(written=changed.height, target=str(p))
-    if not p.is_dir():
-        raise UploadError(f"{p} is neither a store nor a bundle folder")
-    existing = [p / f"aliases{s}" for s in (".csv", ".parquet", ".jsonl") if (p / f"aliases{s}").is_file()]
-    target = existing[0] if existing else p / "aliases.csv"
+    return _rewrite_table(p, "aliases", new.sort("source", "key"))
+
+
+def _rewrite_table(folder: Path, table: str, out: pl.DataFrame) -> AliasSave:
+    """Replace a bundle folder's file of `table` with `out` atomically (same format; CSV when the
+    folder had none)."""
+    if not folder.is_dir():
+        raise UploadError(f"{folder} is neither a store nor a bundle folder")
+    existing = [folder / f"{table}{s}" for s in (".csv", ".parquet", ".jsonl") if (folder / f"{table}{s}").is_file()]
+    target = existing[0] if existing else folder / f"{table}.csv"
     before = 0
     if existing:
         try:
@@ -249,15 +255,66 @@ def save_aliases(source: str | Path, edited: pl.DataFrame, current: pl.DataFrame
         except Exception:  # noqa: BLE001 - only for the message
             before = 0
     tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:6]}.tmp")
-    out = new.sort("source", "key")
     if target.suffix == ".parquet":
         out.write_parquet(tmp)
     elif target.suffix == ".jsonl":
         out.write_ndjson(tmp)
     else:
-        csv_guard.write_csv(out, tmp)
+        csv_guard.write_csv(out, tmp, datetime_format="%Y-%m-%dT%H:%M:%SZ")
     os.replace(tmp, target)
     return AliasSave(written=out.height, target=str(target), removed=max(0, before - out.height))
+
+
+# ------------------------------------------------------------------------------------- budgets
+
+
+def _clean_budgets(frame: pl.DataFrame, config: Config | None) -> pl.DataFrame:
+    """Validate edited budget rows like a bundle file (row numbers as shown, from 1); blank rows
+    (a new editor row left empty) are skipped. Times without a zone are the editor's UTC."""
+    names = [c for c in frame.columns if c in ("budget_id", "tenant", "project", "period_kind", "amount", "currency",
+                                               "boundary", "categories", "start", "end")]
+    f = frame.select(names).with_columns(
+        pl.col(c).dt.replace_time_zone("UTC") for c in names
+        if isinstance(frame.schema[c], pl.Datetime) and frame.schema[c].time_zone is None
+    )
+    f = f.filter(~pl.all_horizontal(pl.col(c).is_null() for c in names))
+    valid, rejected = validate_frame("budgets", f, config, "budgets (edited)")
+    if rejected.height:
+        reasons = "; ".join(f"row {r['row']}: {r['reason']}" for r in rejected.head(5).iter_rows(named=True))
+        raise UploadError(f"invalid budgets: {reasons}")
+    return valid
+
+
+def save_budgets(source: str | Path, edited: pl.DataFrame, current: pl.DataFrame | None = None, *,
+                 principal: Principal, config: Config | None = None) -> AliasSave:
+    """Write the edited budgets table back to the source (administrators only: AccessError for
+    anyone else, checked here whatever the page showed, before anything is read).
+
+    Store: ingest the new or changed budgets with replace=True (a store never deletes: a
+    budget removed here stays stored; give it an end date to retire it). Folder: rewrite its
+    budgets file (budgets.csv when it had none) atomically.
+    """
+    from . import store
+    from .contract import schema
+
+    require_admin(principal, "edit budgets")
+    new = _clean_budgets(edited, config)
+    new = new.select([pl.col(c) if c in new.columns else pl.lit(None, d).alias(c) for c, d in schema("budgets").items()])
+    p = Path(source)
+    if p.is_file() and store.is_store(p):
+        cur = current if current is not None else store.load_bundle(p, tables=["budgets"])["budgets"]
+        # A row stored without a currency is in the period currency, as the edited rows now say.
+        base = (config or Config()).period.currency.upper()
+        cur = cur.with_columns(pl.col("currency").str.to_uppercase().fill_null(base))
+        changed = new.join(cur.select(new.columns), on=new.columns, how="anti", nulls_equal=True)
+        if changed.height:
+            try:
+                store.ingest(p, Bundle.from_frames({"budgets": changed}), replace=True, source="dashboard: budgets",
+                             user=principal.user)
+            except store.StoreConflict as exc:
+                raise UploadError(str(exc)) from None
+        return AliasSave(written=changed.height, target=str(p))
+    return _rewrite_table(p, "budgets", new.sort("budget_id"))
 
 
 def _count_rows(path: Path) -> int:
@@ -269,7 +326,7 @@ def _count_rows(path: Path) -> int:
 
 
 __all__ = ["UploadError", "Staged", "AliasSave", "safe_extract", "stage_upload", "check_source", "save_aliases",
-           "max_upload_bytes", "upload_root"]
+           "save_budgets", "max_upload_bytes", "upload_root"]
 
 
 @dataclass(frozen=True)

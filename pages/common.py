@@ -15,7 +15,7 @@ import hashlib
 import json
 import os
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -184,6 +184,30 @@ def _overview_figures(path: str, version: str, config_json: str, filters_json: s
 
     comp = _computation(path, version, config_json)
     return review_pack.overview_figures(comp, views.Filters.model_validate_json(filters_json))
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _budget_views(path: str, version: str, config_json: str, now_iso: str) -> dict:
+    from cost_engine import alerts, budgets, burn
+
+    comp = _computation(path, version, config_json)
+    rep = budgets.evaluate(comp, now=datetime.fromisoformat(now_iso))
+    return {"as_of": rep.as_of, "status": rep.status, "path": rep.path, "inactive": rep.inactive,
+            "alerts": alerts.evaluate(comp, rep), "burn": burn.burn_rate(comp, rep.live_at), "live_at": rep.live_at}
+
+
+def base_computation(ctx: "Ctx") -> Computation:
+    """The computation under the source's own rules and whole period (what budgets read)."""
+    return _computation(ctx.path, ctx.version, ctx.base_config.model_dump_json())
+
+
+def budget_views(ctx: "Ctx") -> dict:
+    """Budgets, their day-by-day burn-down, alerts and burn rates of the open source (engine:
+    budgets.evaluate, alerts.evaluate, burn.burn_rate), under the source's own rules and whole
+    period (the sidebar's period, boundary and filters are views of spend, not of budgets).
+    The report time follows the clock, to the hour, when the data runs into the present."""
+    now = datetime.now(timezone.utc).replace(minute=0, second=0, microsecond=0)
+    return _budget_views(ctx.path, ctx.version, ctx.base_config.model_dump_json(), now.isoformat())
 
 
 def computation(config: Config | None = None) -> Computation:
@@ -459,9 +483,10 @@ def chart(fig: go.Figure, key: str, *, name: str | None = None, height: int | No
 
 def table(frame: pl.DataFrame, key: str, *, name: str | None = None, column_config: dict | None = None,
           height: int | str = "auto", **kwargs: Any) -> Any:
-    """st.dataframe with CSV and Parquet downloads of the same table; returns the dataframe's state."""
-    state = st.dataframe(frame, key=f"table_{key}", hide_index=True, column_config=column_config or _auto_config(frame),
-                         height=height, **kwargs)
+    """st.dataframe with CSV and Parquet downloads of the same table; returns the dataframe's state.
+    `column_config` adds to (or overrides) the formats chosen by column name."""
+    config = {**_auto_config(frame), **(column_config or {})}
+    state = st.dataframe(frame, key=f"table_{key}", hide_index=True, column_config=config, height=height, **kwargs)
     base = exporters.safe_name(name or key)
     with st.container(horizontal=True, key=f"dlt_{key}", gap="small"):
         st.download_button("CSV", data=lambda f=frame: exporters.table_csv(f), file_name=f"{base}.csv",

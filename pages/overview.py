@@ -3,6 +3,7 @@ spend by tenant, idle this week and the daily trend, plus the review pack."""
 
 from pathlib import Path
 
+import polars as pl
 import streamlit as st
 
 from cost_engine import exporters
@@ -11,6 +12,19 @@ from pages import common
 
 ctx = common.context()
 common.header(ctx, "Overview")
+
+# Firing alerts first: the budgets' and the config's [alerts] (the Budgets page has the detail).
+firing = common.budget_views(ctx)["alerts"].filter(pl.col("state") == "firing")
+if firing.height:
+    with st.container(border=True, key="firing_alerts"):
+        st.markdown(f"**{firing.height} alert{'s' if firing.height > 1 else ''} firing**")
+        for r in firing.iter_rows(named=True):
+            st.warning(common.md(f"{r['rule']} · {r['subject']}: {r['message']}"), icon=":material/notifications:")
+        try:
+            st.page_link("pages/budgets.py", label="Budgets: burn-down, forecasts and every alert",
+                         icon=":material/savings:")
+        except st.errors.StreamlitAPIException:  # the page runs on its own, without the router
+            pass
 
 cards = ctx.view("kpi_cards")
 common.kpi_row(ctx, ["allocated_gpu_hours", "available_gpu_hours", "allocation_rate", "idle_rate", "cost_per_gpu_hour"],

@@ -719,7 +719,28 @@ def small_tables(fleet: Fleet) -> dict[str, pl.DataFrame]:
         dict(tenant="product", pool=POOL_MIG, gpus=float(max(1, round(0.4 * n_m)))),
         dict(tenant="platform", pool=POOL_INFER, gpus=float(n_i)),
     ])
+    t["budgets"] = _frame("budgets", budget_rows(f))
     return t
+
+
+def budget_rows(f: Fleet) -> list[dict]:
+    """Budgets (an extension table, docs/budgets.md) scaled to the fleet: month budgets of research
+    and rlhf, a quarter of product, an energy-only month of search-rerank and a two-week sprint of
+    llm-pretrain on the narrow boundary. In the default bundle rlhf overruns (its direct cost alone,
+    $260 a day, eats most of a $9,000 month), the sprint is at risk and the others are within."""
+    per_day = f.gpus  # dollars per physical card and day, a scale for the amounts
+    ep = lambda t: _epoch(f, t)  # noqa: E731
+    return [
+        dict(budget_id="bud-llm-pretrain-sprint", project="llm-pretrain", period_kind="custom",
+             amount=round(8.0 * per_day * 14, 2), currency="USD", boundary="narrow", start=ep(0), end=ep(14 * DAY)),
+        dict(budget_id="bud-product-quarter", tenant="product", period_kind="quarter",
+             amount=round(12.0 * per_day * 92, 2), currency="USD"),
+        dict(budget_id="bud-research-month", tenant="research", period_kind="month",
+             amount=round(45.0 * per_day * 31, 2), currency="USD"),
+        dict(budget_id="bud-rlhf-month", project="rlhf", period_kind="month", amount=9000.0, currency="USD"),
+        dict(budget_id="bud-search-energy-month", project="search-rerank", period_kind="month",
+             amount=round(0.12 * per_day * 31, 2), currency="USD", categories="power"),
+    ]
 
 
 # ----------------------------------------------------------------------------- telemetry

@@ -15,7 +15,8 @@ CHROMIUM = "/usr/bin/chromium"
 EVIL_TENANT = "<script>alert(1)</script>"
 EVIL_PROJECT = "<b>bold-project</b>"
 EVIL_MODEL = "<img src=x onerror=alert(2)>"
-PAGES = ("overview", "rankings", "idle", "energy", "unit_economics", "compare", "data", "rules", "scenario")
+PAGES = ("overview", "rankings", "idle", "energy", "unit_economics", "compare", "budgets", "data", "rules",
+         "scenario")
 
 
 def _csv(rows: list[list[object]]) -> str:

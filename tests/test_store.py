@@ -120,6 +120,14 @@ def small_frames() -> dict[str, pl.DataFrame]:
             ],
         ),
         "quotas": frame("quotas", [{"tenant": "acme", "pool": "p1", "gpus": 16.0}]),
+        "budgets": frame(
+            "budgets",
+            [
+                {"budget_id": "b1", "tenant": "acme", "period_kind": "month", "amount": 5000.0, "currency": "USD"},
+                {"budget_id": "b2", "project": "team-a", "period_kind": "custom", "amount": 750.25,
+                 "boundary": "narrow", "categories": "power", "start": h(0), "end": h(24 * 14)},
+            ],
+        ),
     }
 
 
@@ -166,7 +174,7 @@ def test_round_trip_exact_frames_and_dtypes(db: Path) -> None:
     for t in TABLE_NAMES:
         assert result.inserted[t] == frames[t].height
         assert result.unchanged[t] == 0 and result.replaced[t] == 0
-    assert result.total_inserted == 23
+    assert result.total_inserted == 25  # rows of small_frames()
 
     back = store.load_bundle(db)
     assert back.present == frozenset(TABLE_NAMES)
@@ -212,7 +220,7 @@ def test_reingest_identical_changes_nothing(db: Path) -> None:
     assert before["allocations"] == 3 and before["events"] == 2 and before["rates"] == 2
     with duckdb.connect(str(db), read_only=True) as con:
         log = con.execute("SELECT id, rows_in, inserted, unchanged, replaced FROM ingests ORDER BY id").fetchall()
-    assert log == [(1, 23, 23, 0, 0), (2, 23, 0, 23, 0)]
+    assert log == [(1, 25, 25, 0, 0), (2, 25, 0, 25, 0)]
 
 
 def test_store_missing_a_newer_nullable_column(db: Path) -> None:
@@ -568,4 +576,4 @@ def test_sigkill_mid_ingest_keeps_earlier_data(db: Path, tmp_path: Path) -> None
 
     # the store stays writable, and re-ingesting the old bundle changes nothing
     again = store.ingest(db, Bundle.from_frames(frames))
-    assert again.total_inserted == 0 and again.total_unchanged == 23
+    assert again.total_inserted == 0 and again.total_unchanged == 25
