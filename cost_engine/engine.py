@@ -223,6 +223,7 @@ def compute(bundle: Bundle, config: Config, telemetry: TelemetrySource | None = 
     money_before = money
     recharged = tokens.recharge(money, req, config)
     money = recharged.money
+    gaps += recharged.gaps
     models, mgaps = tokens.model_table(money_before, seg, req, config)
     gaps += mgaps
     idle_pieces = idle.classify(seg, bundle["events"], bundle["queue"], period, ledger.cards, spread.cost_rates)

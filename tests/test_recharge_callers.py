@@ -61,3 +61,25 @@ def test_money_rows_do_not_grow_with_the_number_of_unmapped_keys():
     assert len(rep["unattributed"]) == 200
     assert all(u["cost"] == pytest.approx(0.20) for u in rep["unattributed"])
     assert rep["reconciliation"]["unattributed"] == pytest.approx(40.0)
+
+
+def test_many_callers_keep_the_money_without_the_card_time_detail(monkeypatch):
+    """Past tokens.RECHARGE_DETAIL_ROWS (model rows x calling projects) the model's rows are
+    summed per pool, day, category and cost row before the split. Forced here with a limit of 0:
+    the money is the same as with the detail (A1 300/500 x $100 = $60, the two unmapped keys
+    $20 each, idle $140), the recharged rows carry no allocation or segment, and a gap says so."""
+    from cost_engine import tokens
+
+    detailed = build_report(compute(serving_bundle(2), config()))
+    monkeypatch.setattr(tokens, "RECHARGE_DETAIL_ROWS", 0)
+    comp = compute(serving_bundle(2), config())
+    rep = build_report(comp)
+    assert rep["by_project"][0]["project"] == "A1" and rep["by_project"][0]["cost"] == pytest.approx(60.0)
+    assert {(u["key"], round(u["cost"], 9)) for u in rep["unattributed"]} == {("k0", 20.0), ("k1", 20.0)}
+    rc = rep["reconciliation"]
+    assert (rc["attributed"], rc["unattributed"], rc["idle"]) == pytest.approx((60.0, 40.0, 140.0))
+    assert rc == pytest.approx(detailed["reconciliation"])
+    moved = comp.money.filter(pl.col("origin").str.contains("+recharge", literal=True))
+    assert moved["amount"].sum() == pytest.approx(100.0)
+    assert moved["allocation_id"].null_count() == moved.height and moved["s_idx"].null_count() == moved.height
+    assert any(g[0] == "recharge detail" for g in comp.gaps)
