@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import re
-import time
 import zipfile
 from pathlib import Path
 
@@ -16,14 +15,19 @@ from tests.dashboard_support import (
     EVIL_TENANT,
     PAGES,
     ROOT,
+    click_row,
+    grid_cells,
     make_store,
+    no_exceptions,
+    open_url,
+    settle,
+    shot,
     streamlit_server,
     write_html_bundle,
 )
 
 pytestmark = pytest.mark.browser
 
-SHOTS = ROOT / "test-output" / "screenshots"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
@@ -53,82 +57,6 @@ def page(browser):
     pg.on("dialog", lambda d: (pg.dialogs.append(d.message), d.dismiss()))
     yield pg
     context.close()
-
-
-def settle(pg, timeout: float = 90.0, quiet: float = 1.2) -> None:
-    """Wait until Streamlit has finished running the script (and any rerun it triggered): the app
-    reports `notRunning` continuously for `quiet` seconds and the page has its title."""
-    state = ("() => { const a = document.querySelector('[data-testid=\"stApp\"]');"
-             " return a ? a.getAttribute('data-test-script-state') : null }")
-    deadline = time.monotonic() + timeout
-    calm_since = None
-    while time.monotonic() < deadline:
-        ok = pg.evaluate(state) == "notRunning" and pg.locator("h1").count() > 0
-        now = time.monotonic()
-        if not ok:
-            calm_since = None
-        elif calm_since is None:
-            calm_since = now
-        elif now - calm_since >= quiet:
-            return
-        pg.wait_for_timeout(100)
-    raise AssertionError("Streamlit did not finish running in time")
-
-
-def charts_drawn(pg, timeout: float = 30_000) -> None:
-    """Wait until every Plotly chart on the page has drawn its SVG (the chart code loads lazily)."""
-    pg.wait_for_function(
-        "() => [...document.querySelectorAll('[data-testid=\"stPlotlyChart\"]')]"
-        ".every(c => c.querySelector('.main-svg'))",
-        timeout=timeout,
-    )
-
-
-def open_url(pg, url: str) -> None:
-    pg.goto(url)
-    pg.wait_for_selector('[data-testid="stApp"]')
-    settle(pg)
-
-
-def shot(pg, name: str) -> None:
-    """A screenshot of the whole page (the app scrolls inside its main block, so grow the viewport)."""
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    charts_drawn(pg)
-    height = pg.evaluate("() => { const m = document.querySelector('[data-testid=\"stMain\"]');"
-                         " return m ? m.scrollHeight : 1000 }")
-    pg.set_viewport_size({"width": 1400, "height": min(max(1000, height + 40), 8000)})
-    # Elements scrolled into view render lazily: wait for their placeholders to go.
-    pg.wait_for_function(
-        "() => !document.querySelector('[data-testid=\"stSkeleton\"], [data-testid=\"stSkeletonElement\"]')",
-        timeout=30_000,
-    )
-    charts_drawn(pg)
-    pg.wait_for_timeout(500)
-    pg.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
-    pg.set_viewport_size({"width": 1400, "height": 1000})
-
-
-def no_exceptions(pg) -> None:
-    assert pg.locator('[data-testid="stException"]').count() == 0, pg.locator(
-        '[data-testid="stException"]').first.inner_text()
-
-
-def click_row(pg, table_index: int, row: int) -> None:
-    """Select a data row of the n-th st.dataframe by its row-marker cell (the grid is a canvas)."""
-    grid = pg.locator('[data-testid="stDataFrame"]').nth(table_index)
-    grid.scroll_into_view_if_needed()
-    box = grid.bounding_box()
-    pg.mouse.click(box["x"] + 16, box["y"] + 35 * (row + 1) + 17)
-
-
-def grid_cells(pg, table_index: int) -> list[str]:
-    """The cell texts of the n-th st.dataframe (its accessible table mirrors the visible rows).
-
-    The grid draws its cells after the script has finished; on a busy machine that can be
-    seconds later, so wait for the cells (a state), not for time."""
-    grid = pg.locator('[data-testid="stDataFrame"]').nth(table_index)
-    grid.locator("table[role=grid] td").first.wait_for(state="attached", timeout=60_000)
-    return [t.strip() for t in grid.locator("table[role=grid] td").all_inner_texts()]
 
 
 # --------------------------------------------------------------------------------------------- tests
