@@ -33,7 +33,7 @@ from zoneinfo import ZoneInfo
 import polars as pl
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from . import activity, lineage, report, tokens
+from . import activity, lineage, record_via, report, tokens
 from .bundle import Bundle
 from .config import BOUNDARY_PRESETS, Config, parse_config
 from .contract import CATEGORIES, IDLE, RECORD_KEYS, TABLE_NAMES, UNATTRIBUTED
@@ -492,8 +492,8 @@ def _record_contributions(
         c = e.allocations.select(
             "allocation_id", "allocated_gpu_hours", "active_gpu_hours", pl.col("cost").alias("attributed_cost")
         )
-        via = allocation_via(fc, tenant=tenant, project=project, model=model)
-        return c.join(via, on="allocation_id", how="left"), "allocation_id"
+        via = record_via.allocation_via(fc, tenant=tenant, project=project, model=model)
+        return c.join(via, on="allocation_id", how="left", maintain_order="left"), "allocation_id"
     if table == "requests":
         c = e.requests.select(
             "request_id", "project", pl.sum_horizontal(*TOKEN_COLS).alias("tokens"), "good"
@@ -501,64 +501,8 @@ def _record_contributions(
         return c, "request_id"
     if table == "costs":
         c = e.costs.select("cost_id", "category", "origin", pl.col("cost").alias("attributed_cost"))
-        return c.with_columns(_cost_via(fc, c)), "cost_id"
+        return record_via.cost_via(fc, c), "cost_id"
     raise ValueError(f"unknown record table {table!r}")
-
-
-def allocation_via(comp: Computation, *, tenant: str | None = None, project: str | None = None,
-                   model: str | None = None) -> pl.DataFrame:
-    """Why each allocation carries cost to an owner's figure: `own use`, `recharge from X
-    (model, by tokens)` (inference cost moved onto the callers), `idle share` (idle charged to
-    owners), several joined with their amounts. A model's figure is its serving allocations."""
-    if model is not None and tenant is None and project is None:
-        a = comp.allocations.filter(pl.col("model") == model).select("allocation_id")
-        return a.with_columns(pl.lit(f"serving {model}").alias("via"))
-    where = pl.col("dest") == "owner"
-    for col, val in (("tenant", tenant), ("project", project), ("model", model)):
-        if val is not None:
-            where = where & (pl.col(col) == val)
-    kind = (
-        pl.when(pl.col("origin").str.contains("+recharge", literal=True)).then(pl.lit("recharge"))
-        .when(pl.col("origin").str.contains("+idle", literal=True)).then(pl.lit("idle"))
-        .otherwise(pl.lit("own"))
-    )
-    m = (
-        comp.money.lazy().filter(where & pl.col("allocation_id").is_not_null())
-        .group_by("allocation_id", kind.alias("kind")).agg(pl.col("amount").sum())
-        .collect()
-        .join(comp.allocations.select("allocation_id", pl.col("project").alias("a_project"), "owner",
-                                      pl.col("model").alias("a_model")), on="allocation_id", how="left")
-    )
-    mode = comp.config.allocation.inference_recharge
-    text = (
-        pl.when(pl.col("kind") == "own").then(pl.lit("own use"))
-        .when(pl.col("kind") == "idle").then(pl.lit("idle share"))
-        .otherwise(pl.concat_str([pl.lit("recharge from "), pl.coalesce("a_project", "owner", pl.lit("?")),
-                                  pl.lit(" ("), pl.col("owner").fill_null("?"), pl.lit(" · "),
-                                  pl.col("a_model").fill_null("?"), pl.lit(f" · by {mode})")]))
-    )
-    cents = (pl.col("amount").abs() * 100).round(0).cast(pl.Int64)
-    money = pl.concat_str([pl.when(pl.col("amount") < 0).then(pl.lit("-")).otherwise(pl.lit("")),
-                           (cents // 100).cast(pl.String), pl.lit("."), (cents % 100).cast(pl.String).str.zfill(2)])
-    m = m.with_columns(text.alias("t"), money.alias("m")).sort("allocation_id", "amount", descending=[False, True])
-    return m.group_by("allocation_id", maintain_order=True).agg(
-        pl.when(pl.len() == 1).then(pl.col("t").first())
-        .otherwise(pl.concat_str([pl.col("t"), pl.lit(" "), pl.col("m")]).str.join("; "))
-        .alias("via")
-    )
-
-
-def _cost_via(comp: Computation, costs: pl.DataFrame) -> pl.Expr:
-    """How a cost row reached the figure: a direct charge, measured energy, or shared by a driver."""
-    drivers = dict(comp.cost_rates.group_by("cost_id").agg(pl.col("driver").first()).iter_rows())
-    driver = pl.col("cost_id").replace_strict(drivers, default=None, return_dtype=pl.String)
-    return (
-        pl.when(pl.col("origin").str.starts_with("direct")).then(pl.lit("direct charge"))
-        .when(pl.col("origin").str.starts_with("energy")).then(pl.lit("measured energy"))
-        .when(driver.is_not_null()).then(pl.lit("shared by driver ") + driver)
-        .otherwise(pl.col("origin"))
-        .alias("via")
-    )
 
 
 def records(

@@ -202,16 +202,6 @@ elif level == "project":
               key=f"project_records_{nonce}", on_click=nav,
               kwargs={"level": "records", "tenant": tenant, "project": project})
 
-    idle_here = ctx.view("owner_idle", tenant, project)
-    if idle_here.height:
-        st.markdown("#### Idle on this project's allocations")
-        st.caption("Held idle: time the project held cards below the activity rule, by cause. Open a cause on the "
-                   "Idle page for its cards, allocations and telemetry.")
-        common.table(idle_here.with_columns(pl.Series("open", [
-            ctx.link("idle", cause=r["cause"], kind=r["kind"], owner=project) for r in idle_here.iter_rows(named=True)
-        ])), f"project_idle_{nonce}", name=f"idle-of-{project}",
-            column_config={"open": st.column_config.LinkColumn("Idle page", display_text="open the cause ›")})
-
     st.markdown("#### Models")
     st.caption("Cost the project paid for each model (inference recharged by its tokens) and the tokens it sent. "
                "Select a model for its records.")
@@ -238,6 +228,16 @@ elif level == "project":
                 "the services it calls).")
     else:
         common.table(services, f"project_services_{nonce}", name=f"services-of-{project}")
+
+    idle_here = ctx.view("owner_idle", tenant, project)
+    if idle_here.height:
+        st.markdown("#### Idle on this project's allocations")
+        st.caption("Held idle: time the project held cards below the activity rule, by cause. Open a cause on the "
+                   "Idle page for its cards, allocations and telemetry.")
+        common.table(idle_here.with_columns(pl.Series("open", [
+            ctx.link("idle", cause=r["cause"], kind=r["kind"], owner=project) for r in idle_here.iter_rows(named=True)
+        ])), f"project_idle_{nonce}", name=f"idle-of-{project}", title=f"Idle held by {project}",
+            column_config={"open": st.column_config.LinkColumn("Idle page", display_text="open the cause ›")})
 
 # ---- level: raw records -------------------------------------------------------------------
 else:

@@ -162,9 +162,10 @@ def stop(proc) -> None:
 # fixed time; the short polls below only re-check such a state.
 
 
-def settle(pg, timeout: float = 90.0, quiet: float = 1.2) -> None:
+def settle(pg, timeout: float = 90.0, quiet: float = 1.2, *, title: bool = True) -> None:
     """Wait until Streamlit has finished running the script (and any rerun it triggered): the app
-    reports `notRunning` continuously for `quiet` seconds and the page has its title."""
+    reports `notRunning` continuously for `quiet` seconds and (with `title`) the page has its
+    title; pages that stop before one (no access) pass title=False."""
     import time
 
     state = ("() => { const a = document.querySelector('[data-testid=\"stApp\"]');"
@@ -172,7 +173,7 @@ def settle(pg, timeout: float = 90.0, quiet: float = 1.2) -> None:
     deadline = time.monotonic() + timeout
     calm_since = None
     while time.monotonic() < deadline:
-        ok = pg.evaluate(state) == "notRunning" and pg.locator("h1").count() > 0
+        ok = pg.evaluate(state) == "notRunning" and (not title or pg.locator("h1").count() > 0)
         now = time.monotonic()
         if not ok:
             calm_since = None
@@ -199,22 +200,27 @@ def open_url(pg, url: str) -> None:
     settle(pg)
 
 
-def shot(pg, name: str) -> None:
-    """A screenshot of the whole page (the app scrolls inside its main block, so grow the viewport)."""
-    SHOTS.mkdir(parents=True, exist_ok=True)
+def shot(pg, name: str, folder: Path = SHOTS) -> Path:
+    """A screenshot of the whole page at the page's width (the app scrolls inside its main
+    block, so the viewport grows to its height, then goes back)."""
+    folder.mkdir(parents=True, exist_ok=True)
     charts_drawn(pg)
+    before = pg.viewport_size or {"width": 1400, "height": 1000}
     height = pg.evaluate("() => { const m = document.querySelector('[data-testid=\"stMain\"]');"
                          " return m ? m.scrollHeight : 1000 }")
-    pg.set_viewport_size({"width": 1400, "height": min(max(1000, height + 40), 8000)})
+    pg.set_viewport_size({"width": before["width"], "height": min(max(1000, height + 40), 8000)})
     # Elements scrolled into view render lazily: wait for their placeholders to go.
     pg.wait_for_function(
         "() => !document.querySelector('[data-testid=\"stSkeleton\"], [data-testid=\"stSkeletonElement\"]')",
         timeout=30_000,
     )
     charts_drawn(pg)
-    pg.wait_for_timeout(500)
-    pg.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
-    pg.set_viewport_size({"width": 1400, "height": 1000})
+    settle(pg)  # a resize can rerun what depends on the width: wait for the page, not for time
+    charts_drawn(pg)
+    path = folder / f"{name}.png"
+    pg.screenshot(path=str(path), full_page=True)
+    pg.set_viewport_size(before)
+    return path
 
 
 def no_exceptions(pg) -> None:
@@ -244,3 +250,17 @@ def grid_cells(pg, table_index: int) -> list[str]:
     return [t.strip() for t in grid.locator("table[role=grid] td").all_inner_texts()]
 
 
+def grid_with(pg, table_index: int, texts: list[str], timeout: float = 60_000) -> list[str]:
+    """The cell texts of the n-th st.dataframe once they hold every one of `texts`.
+
+    The grid's accessible table fills in after the script has finished, and not all at once:
+    reading it as soon as one cell is there can miss rows (issue 20 item 13). Wait for the
+    cells the test is about, then read them all."""
+    pg.wait_for_function(
+        """([i, want]) => { const g = document.querySelectorAll('[data-testid="stDataFrame"]')[i];
+            if (!g) return false;
+            const cells = new Set([...g.querySelectorAll('table[role=grid] td')].map(c => c.innerText.trim()));
+            return want.every(w => cells.has(w)); }""",
+        arg=[table_index, texts], timeout=timeout,
+    )
+    return grid_cells(pg, table_index)

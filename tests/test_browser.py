@@ -112,21 +112,21 @@ def test_rankings_drill_down_and_shareable_url(server, page, browser):
 
 
 def test_idle_page_lists_causes(server, page):
-    from cost_engine import api
+    from cost_engine import api, labels
     from cost_engine.report import build_report
 
-    open_url(page, f"{server}/idle")
+    open_url(page, f"{server}/idle?period=all_data")  # the source's whole period: build_report's
     no_exceptions(page)
-    causes = {r["cause"] for r in build_report(api.run(ROOT / "sample_data" / "fleet-week"))["idle"]}
-    pills = page.locator('[data-testid="stButtonGroup"]').last
+    idle = build_report(api.run(ROOT / "sample_data" / "fleet-week"))["idle"]
+    pills = page.locator('[data-testid="stButtonGroup"]').filter(has_text=re.compile(r"\((free|held)\) ·"))
     text = pills.inner_text()
-    for cause in causes:
-        assert cause in text
-    pills.get_by_text(re.compile("^underutilized")).click()
+    for r in idle:  # causes in words with their kind: "Underutilized (held)", not "underutilized"
+        assert labels.cause_kind(r["cause"], r["kind"]) in text
+    pills.get_by_text(re.compile(r"^Underutilized \(held\)")).click()
     page.wait_for_url(re.compile(r"cause=underutilized"))
     settle(page)
     no_exceptions(page)
-    assert page.get_by_role("heading", name=re.compile("^Behind underutilized")).count() == 1
+    assert page.get_by_role("heading", name=re.compile(r"^Behind Underutilized \(held\)")).count() == 1
     assert page.get_by_role("heading", name="Card telemetry").count() == 1
     shot(page, "idle-cause")
 
