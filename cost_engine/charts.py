@@ -269,19 +269,21 @@ def idle_by_pool(frame: pl.DataFrame, measure: str = "gpu_hours", currency: str 
         pl.concat_str([pl.col("pool").fill_null("(none)"), pl.col("accelerator").fill_null("?")], separator=" · ").alias("where")
     )
     wheres = f.group_by("where").agg(pl.col(measure).sum()).sort(measure)["where"].to_list()
+    # Pool over accelerator on two lines: a one-line label took half the plot at 800 px.
+    ticks = [label(w).replace(" · ", "<br>", 1) for w in wheres]
     fig = go.Figure()
     for kind, cause in f.select("kind", "cause").unique().sort("kind", "cause", descending=[True, False]).iter_rows():
         c = f.filter((pl.col("kind") == kind) & (pl.col("cause") == cause))
         vals = dict(zip(c["where"].to_list(), c[measure].to_list()))
         fig.add_bar(
-            y=labels(wheres), x=[float(vals.get(w, 0.0) or 0.0) for w in wheres], orientation="h",
+            y=ticks, x=[float(vals.get(w, 0.0) or 0.0) for w in wheres], orientation="h",
             name=label(words.cause_kind(cause, kind)), marker_color=CAUSE_COLORS.get(cause, "#888"),
             marker_pattern_shape="" if kind == "unallocated" else "/",
         )
     return _layout(fig, title, barmode="stack",
                    xaxis={"title": "GPU-hours" if measure == "gpu_hours" else f"Cost ({currency})",
                           "tickformat": ",.0f"},
-                   yaxis={"automargin": True}, height=max(360, 200 + 40 * len(wheres)))
+                   yaxis={"automargin": True}, height=max(400, 240 + 56 * len(wheres)))  # two-line labels
 
 
 def card_timeline(timeline: pl.DataFrame, allocations: pl.DataFrame, card: str, timezone: str = "UTC") -> go.Figure:

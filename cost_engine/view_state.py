@@ -114,6 +114,15 @@ def _one(params: Mapping[str, Sequence[str]], key: str) -> str | None:
     return v[-1]
 
 
+def _choice(params: Mapping[str, Sequence[str]], key: str, choices: Sequence[str], problems: list[str]) -> str | None:
+    """The value of `key` when it is one of `choices`; else None, and a sentence in `problems`."""
+    v = _one(params, key)
+    if v is not None and v not in choices:
+        problems.append(f"{key}={v!r} is not one of {', '.join(choices)}")
+        return None
+    return v
+
+
 def _date(text: str | None) -> date | None:
     if text is None:
         return None
@@ -127,12 +136,9 @@ def parse_query(params: Mapping[str, Sequence[str]]) -> tuple[ViewState, list[st
     """The state a query describes, and one sentence per value it refused (that value is ignored)."""
     problems: list[str] = []
     state: dict[str, Any] = {}
-    period = _one(params, "period")
+    period = _choice(params, "period", tuple(PRESETS), problems)
     if period is not None:
-        if period in PRESETS:
-            state["period"] = period
-        else:
-            problems.append(f"period={period!r} is not one of {', '.join(PRESETS)}")
+        state["period"] = period
     first, last = _date(_one(params, "from")), _date(_one(params, "to"))
     for key, val in (("from", first), ("to", last)):
         if _one(params, key) is not None and val is None:
@@ -142,12 +148,9 @@ def parse_query(params: Mapping[str, Sequence[str]]) -> tuple[ViewState, list[st
             state.update(period="custom", first=min(first, last), last=max(first, last))
         elif state.get("period", "custom") == "custom":
             problems.append("a custom period needs both from and to")
-    grain = _one(params, "grain")
+    grain = _choice(params, "grain", GRAINS, problems)
     if grain is not None:
-        if grain in GRAINS:
-            state["grain"] = grain
-        else:
-            problems.append(f"grain={grain!r} is not one of {', '.join(GRAINS)}")
+        state["grain"] = grain
     cmp = _one(params, "compare")
     if cmp is not None:
         if cmp in ("off", "on"):
@@ -165,13 +168,9 @@ def _parse_rules(params: Mapping[str, Sequence[str]]) -> tuple[Rules, list[str]]
     out: dict[str, Any] = {}
     problems: list[str] = []
     for key, choices in CHOICES.items():
-        v = _one(params, key)
-        if v is None:
-            continue
-        if v in choices:
+        v = _choice(params, key, choices, problems)
+        if v is not None:
             out[RULE_PARAMS[key]] = v
-        else:
-            problems.append(f"{key}={v!r} is not one of {', '.join(choices)}")
     cats = [c for c in params.get("category") or () if c]
     if cats:
         bad = [c for c in cats if c not in CATEGORIES]

@@ -29,6 +29,22 @@ if ss.get(common.SOURCE_KEY):
     st.button("Back to the default source", key="reset_source", on_click=lambda: (
         ss.pop(common.SOURCE_KEY, None), common.set_state(period="whole_days", first=None, last=None)))
 
+if ss.get("upload_note"):  # above the tabs: the rerun that opened the upload shows the first tab
+    st.success(ss.pop("upload_note"))
+# The last import's result, above the tabs (its rerun may show the first tab).
+last = ss.get("import_done")
+if last:
+    counts = ", ".join(f"{t}: {n:,}" for t, n in last["counts"].items()) or "no records"
+    where = "into the store" if last["into_store"] else f"into the new bundle {common.md(last['target'])} (now open)"
+    now_v = ctx.version.partition("|")[0]
+    st.success(f"Imported {where}: {counts}. Data version {last['before']} → {now_v}.")
+    if last["unmapped"].height:
+        st.warning(f"{last['unmapped'].height:,} input records were not imported (they are not in the "
+                   f"{'store' if last['into_store'] else 'bundle'}, so the validation report below does not "
+                   "count them); the reason for each:")
+        common.table(last["unmapped"], "import_unmapped", name="import-not-imported",
+                     title="Input records not imported")
+    st.button("Dismiss", key="import_dismiss", type="tertiary", on_click=lambda: ss.pop("import_done", None))
 open_tab, upload_tab, import_tab = st.tabs(["Open a folder or store", "Upload a bundle",
                                             "Import from a source system"])
 with open_tab:
@@ -60,8 +76,6 @@ with upload_tab:
             ss["upload_note"] = (f"Opened the upload ({len(staged.files)} files, "
                                  f"{staged.bundle.rejected.height} rows rejected).")
             st.rerun()
-    if ss.get("upload_note"):
-        st.success(ss.pop("upload_note"))
 with import_tab:
     from cost_engine.importers import FORMATS
 
@@ -90,19 +104,6 @@ with import_tab:
                 ss[common.SOURCE_KEY] = str(done.target)
                 common.set_state(period="whole_days", first=None, last=None)
             st.rerun()
-    last = ss.get("import_done")
-    if last:
-        counts = ", ".join(f"{t}: {n:,}" for t, n in last["counts"].items()) or "no records"
-        where = "into the store" if last["into_store"] else f"into the new bundle {common.md(last['target'])} (now open)"
-        now_v = ctx.version.partition("|")[0]
-        st.success(f"Imported {where}: {counts}. Data version {last['before']} → {now_v}.")
-        if last["unmapped"].height:
-            st.warning(f"{last['unmapped'].height:,} input records were not imported (they are not in the "
-                       f"{'store' if last['into_store'] else 'bundle'}, so the validation report below does not "
-                       "count them); the reason for each:")
-            common.table(last["unmapped"], "import_unmapped", name="import-not-imported",
-                         title="Input records not imported")
-        st.button("Dismiss", key="import_dismiss", type="tertiary", on_click=lambda: ss.pop("import_done", None))
 
 # ---- validation ---------------------------------------------------------------------------
 st.subheader("Validation report")

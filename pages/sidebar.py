@@ -171,7 +171,7 @@ def _on_dates() -> None:
 
 def _on_boundary() -> None:
     b = st.session_state[BOUNDARY_KEY]
-    set_rules(boundary=b, categories=None if b != "custom" else None)
+    set_rules(boundary=b, categories=None)  # a preset; custom categories come from the Rules page
 
 
 def _on_filters() -> None:

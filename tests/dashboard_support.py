@@ -185,7 +185,7 @@ def settle(pg, timeout: float = 90.0, quiet: float = 1.2, *, title: bool = True)
     raise AssertionError("Streamlit did not finish running in time")
 
 
-def charts_drawn(pg, timeout: float = 30_000) -> None:
+def charts_drawn(pg, timeout: float = 90_000) -> None:
     """Wait until every Plotly chart on the page has drawn its SVG (the chart code loads lazily)."""
     pg.wait_for_function(
         "() => [...document.querySelectorAll('[data-testid=\"stPlotlyChart\"]')]"
@@ -264,3 +264,22 @@ def grid_with(pg, table_index: int, texts: list[str], timeout: float = 60_000) -
         arg=[table_index, texts], timeout=timeout,
     )
     return grid_cells(pg, table_index)
+
+
+def chart_titled(pg, prefix: str, timeout: float = 90_000):
+    """The Plotly chart whose title starts with `prefix` (SVG text is matched by its text
+    content: Playwright's has_text does not see it)."""
+    # the page draws its charts after the script has finished: wait for this one (a state)
+    pg.wait_for_function(
+        """(p) => [...document.querySelectorAll('[data-testid="stPlotlyChart"] .gtitle')]
+                  .some(t => (t.textContent || '').startsWith(p))""", arg=prefix, timeout=timeout)
+    charts_drawn(pg)
+    for chart in pg.locator('[data-testid="stPlotlyChart"]').all():
+        if any((t or "").startswith(prefix) for t in svg_texts(chart, ".gtitle")):
+            return chart
+    raise AssertionError(f"no chart titled {prefix!r}")
+
+
+def svg_texts(locator, selector: str) -> list[str]:
+    """The text content of the SVG elements matching `selector` (innerText is empty for SVG)."""
+    return [t.text_content() or "" for t in locator.locator(selector).all()]
