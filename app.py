@@ -5,6 +5,8 @@ below (the access gate in front of Streamlit), then runs it as the script of eve
 the router.
 """
 
+import os
+
 import streamlit as st
 
 if __name__ != "__main__":
@@ -16,11 +18,35 @@ if __name__ != "__main__":
     from cost_engine.access import RequestGate
 
     app = st.App(__file__, middleware=[Middleware(RequestGate)])
-else:
-    from cost_engine import __version__
-    from pages.common import sidebar
 
-    st.set_page_config(page_title="ailedger", page_icon=":material/receipt_long:", layout="wide")
+    # Compute the default view while the server starts, so the first visitor only waits for
+    # the layout (pages.common.warm_up; the caches it fills are the pages' own).
+    import threading
+
+    def _warm() -> None:
+        import sys
+        from pathlib import Path
+
+        here = str(Path(__file__).resolve().parent)
+        if here not in sys.path:  # what Streamlit does for the script; the thread runs before it
+            sys.path.insert(0, here)
+        try:
+            from pages.common import warm_up
+        except ImportError:
+            return
+        warm_up()
+
+    threading.Thread(target=_warm, name="ailedger-warm-up", daemon=True).start()
+else:
+    from pathlib import Path
+
+    from cost_engine import __version__
+    from pages.common import show_error, sidebar
+
+    # The icon ships with the app: a Material icon name would make every browser fetch it from
+    # a font host (nothing may leave the machine).
+    st.set_page_config(page_title="ailedger", page_icon=str(Path(__file__).parent / "assets" / "favicon.png"),
+                       layout="wide")
 
     pages = {
         "Costs": [
@@ -43,4 +69,10 @@ else:
     sidebar()
     # The footer: which ailedger this is (sidebar bottom, so it shows even when a page stops early).
     st.sidebar.caption(f"ailedger {__version__}")
-    page.run()
+    try:
+        page.run()
+    except Exception as exc:  # noqa: BLE001 - st.stop / st.rerun are not Exceptions and pass through
+        # No page ever shows a traceback: a message that says what to do, the details in the log.
+        if os.environ.get("AILEDGER_DEBUG") == "1":
+            raise
+        show_error(exc, page.title)

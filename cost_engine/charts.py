@@ -19,6 +19,8 @@ from typing import Any
 import plotly.graph_objects as go
 import polars as pl
 
+from . import labels as words
+
 TEMPLATE = "plotly_white"
 EXPORT_WIDTH = 1100
 EXPORT_HEIGHT = 520
@@ -69,10 +71,12 @@ def _when(values: Iterable[Any]) -> list[str]:
 
 
 def _layout(fig: go.Figure, title: str, **kw: Any) -> go.Figure:
-    """Title top left; the legend under it (few series) or on the right (many), never on the title."""
+    """Title top left; the legend under the title (few series) or under the plot (many), so it
+    never sits on the title and never squeezes the plot on a narrow screen."""
     n = sum(1 for t in fig.data if t.showlegend is not False and (t.name or "") != "")
     if n > 4:
-        legend = {"orientation": "v", "yanchor": "top", "y": 1.0, "xanchor": "left", "x": 1.02,
+        # Below the x axis (its title included); plotly grows the bottom margin to fit it.
+        legend = {"orientation": "h", "yanchor": "top", "y": -0.22, "xanchor": "left", "x": 0.0,
                   "font": {"size": 11}}
         top = 60
     else:
@@ -88,6 +92,38 @@ def _layout(fig: go.Figure, title: str, **kw: Any) -> go.Figure:
         **kw,
     )
     return fig
+
+
+def _money_axis(currency: str, title: str = "Cost") -> dict:
+    """A cost axis: its title names the currency, ticks are grouped (38,000 not 38k)."""
+    return {"title": f"{title} ({currency})", "tickformat": ",.0f", "rangemode": "tozero"}
+
+
+def _buckets(frame: pl.DataFrame) -> tuple[str, list[Any], list[bool], list[str]]:
+    """The bucket column of a daily or bucketed frame, its values, partial flags and hover notes."""
+    col = "bucket" if "bucket" in frame.columns else "day"
+    partial = frame["partial"].to_list() if "partial" in frame.columns else [False] * frame.height
+    notes = []
+    for i in range(frame.height):
+        if partial[i] and "hours_in_data" in frame.columns:
+            notes.append(f"partial: {frame['hours_in_data'][i]:.0f} of {frame['hours_full'][i]:.0f} h")
+        else:
+            notes.append("")
+    return col, frame[col].to_list(), [bool(p) for p in partial], notes
+
+
+def _date_axis(grain: str, timezone: str, n: int) -> dict:
+    fmt = {"day": "%a %d %b", "week": "week of %d %b", "month": "%b %Y"}.get(grain, "%a %d %b")
+    step = {"day": 86400000, "week": 7 * 86400000, "month": "M1"}.get(grain)
+    return {"title": f"{grain} ({timezone})", "type": "date", "tickformat": fmt, "dtick": step if n <= 16 else None}
+
+
+def _mark_partial(fig: go.Figure, x: list[str], partial: list[bool], notes: list[str]) -> None:
+    """Label each partial bucket above the plot, so a short bar is not read as a collapse."""
+    for xi, p, note in zip(x, partial, notes):
+        if p:
+            fig.add_annotation(x=xi, y=1.0, xref="x", yref="paper", yanchor="bottom", text="partial",
+                               hovertext=note, showarrow=False, font={"size": 10, "color": "#b45309"})
 
 
 def _empty(title: str, message: str = "no data for this selection") -> go.Figure:
@@ -111,54 +147,63 @@ def spend_by_tenant(frame: pl.DataFrame, currency: str = "USD", top: int = 10) -
     fig = go.Figure(
         go.Bar(
             x=_nums(t["cost"]), y=labels(t["tenant"]), orientation="h", marker_color=COST_COLOR,
-            customdata=_nums(t["allocated_gpu_hours"]),
+            customdata=_nums(t["allocated_gpu_hours"]), text=_nums(t["cost"]), texttemplate="%{x:,.0f}",
+            textposition="auto",
             hovertemplate="%{y}<br>cost %{x:,.2f}<br>%{customdata:,.1f} GPU-h<extra></extra>",
             name="cost",
         )
     )
-    return _layout(fig, title, xaxis_title=currency, yaxis={"automargin": True})
+    return _layout(fig, title, xaxis=_money_axis(currency), yaxis={"automargin": True})
 
 
-def trend(frame: pl.DataFrame, currency: str = "USD", timezone: str = "UTC") -> go.Figure:
-    """Daily cost (bars) and allocated / active GPU-hours (lines, right axis) (views.trend)."""
-    title = "Trend by day"
+def trend(frame: pl.DataFrame, currency: str = "USD", timezone: str = "UTC", grain: str = "day") -> go.Figure:
+    """Cost per bucket (bars) and allocated / active GPU-hours (lines, right axis).
+
+    `frame`: views.trend (days) or period_views.trend_buckets (days, weeks or months, with
+    `partial`): a partial bucket's bar is hatched and labelled "partial"."""
+    title = {"day": "Trend by day", "week": "Trend by week", "month": "Trend by month"}.get(grain, "Trend")
     if frame.height == 0:
         return _empty(title)
-    days = _when(frame["day"])
+    col, values, partial, notes = _buckets(frame)
+    x = _when(values)
     fig = go.Figure()
-    fig.add_bar(x=days, y=_nums(frame["cost"]), name=f"cost ({currency})", marker_color=COST_COLOR, opacity=0.8)
-    fig.add_scatter(x=days, y=_nums(frame["allocated_gpu_hours"]), name="allocated GPU-h", yaxis="y2",
+    fig.add_bar(x=x, y=_nums(frame["cost"]), name=f"cost ({currency})", marker_color=COST_COLOR, opacity=0.8,
+                marker_pattern_shape=["/" if p else "" for p in partial], customdata=notes,
+                hovertemplate="%{x}<br>%{y:,.2f} " + currency + "<br>%{customdata}<extra></extra>")
+    fig.add_scatter(x=x, y=_nums(frame["allocated_gpu_hours"]), name="allocated GPU-h", yaxis="y2",
                     mode="lines+markers", line={"color": HOURS_COLOR})
-    fig.add_scatter(x=days, y=_nums(frame["active_gpu_hours"]), name="active GPU-h", yaxis="y2",
+    fig.add_scatter(x=x, y=_nums(frame["active_gpu_hours"]), name="active GPU-h", yaxis="y2",
                     mode="lines+markers", line={"color": ACTIVE_COLOR, "dash": "dot"})
+    _mark_partial(fig, x, partial, notes)
     return _layout(
         fig, title,
-        xaxis={"title": f"day ({timezone})", "type": "date", "tickformat": "%a %d %b",
-                          "dtick": 86400000 if len(frame) <= 16 else None},
-        yaxis={"title": currency},
+        xaxis=_date_axis(grain, timezone, len(x)),
+        yaxis=_money_axis(currency),
         yaxis2={"title": "GPU-hours", "overlaying": "y", "side": "right", "rangemode": "tozero", "showgrid": False,
-                "tickmode": "auto"},
+                "tickmode": "auto", "tickformat": ",.0f"},
     )
 
 
-def idle_by_cause(frame: pl.DataFrame, measure: str = "gpu_hours", title: str = "Idle GPU-hours by cause") -> go.Figure:
-    """Bars per idle cause, coloured by cause, unallocated and allocated side by side."""
+def idle_by_cause(frame: pl.DataFrame, measure: str = "gpu_hours", title: str = "Idle GPU-hours by cause",
+                  currency: str = "USD") -> go.Figure:
+    """One bar per idle cause and kind, coloured by cause; the legend names the causes (held
+    idle hatched), so the chart reads without the table."""
     if frame.height == 0 or frame[measure].sum() == 0:
         return _empty(title, "no idle time in this selection")
-    t = frame.sort(measure, descending=True)
+    t = frame.filter(pl.col(measure) > 0).sort(measure, descending=True)
     fig = go.Figure()
-    for kind in ("unallocated", "allocated"):
-        k = t.filter(pl.col("kind") == kind)
-        if k.height == 0:
-            continue
+    for r in t.iter_rows(named=True):
+        name = words.cause_kind(r["cause"], r["kind"])
         fig.add_bar(
-            x=labels(k["cause"]), y=_nums(k[measure]), name=kind,
-            marker_color=[CAUSE_COLORS.get(c, "#888") for c in k["cause"].to_list()],
-            marker_pattern_shape="" if kind == "unallocated" else "/",
-            hovertemplate="%{x}<br>%{y:,.1f}<extra>" + kind + "</extra>",
+            x=[label(name)], y=[float(r[measure])], name=label(name),
+            marker_color=CAUSE_COLORS.get(r["cause"], "#888"),
+            marker_pattern_shape="" if r["kind"] == "unallocated" else "/",
+            customdata=[[r["kind"], r["cause"]]],
+            hovertemplate="%{x}<br>%{y:,.1f}<extra></extra>",
         )
-    unit = "GPU-hours" if measure == "gpu_hours" else measure
-    return _layout(fig, title, yaxis_title=unit, xaxis_title="cause", barmode="group")
+    unit = "GPU-hours" if measure == "gpu_hours" else f"Cost ({currency})"
+    return _layout(fig, title, yaxis_title=unit, xaxis={"title": "cause (held idle hatched)", "showticklabels": False},
+                   barmode="relative")
 
 
 # ------------------------------------------------------------------------------------ rankings
@@ -166,45 +211,56 @@ def idle_by_cause(frame: pl.DataFrame, measure: str = "gpu_hours", title: str = 
 
 def ranking_bar(frame: pl.DataFrame, name_col: str, value_col: str, title: str, unit: str = "",
                 top: int = 20) -> go.Figure:
-    """Horizontal bars of one measure per owner or model, highest at the top."""
+    """Horizontal bars of one measure per owner or model, highest at the top, each labelled
+    with its value; the axis title names the unit (the currency for costs)."""
     t = frame.filter(pl.col(value_col).is_not_null()).head(top) if value_col in frame.columns else frame.head(0)
     if t.height == 0:
         return _empty(title)
     t = t.reverse()
+    vals = _nums(t[value_col])
+    fmt = ",.0f" if value_col in ("tokens", "allocated_gpu_hours") else ",.2f"
     fig = go.Figure(
-        go.Bar(x=_nums(t[value_col]), y=labels(t[name_col]), orientation="h", marker_color=COST_COLOR, name=value_col,
-               hovertemplate="%{y}<br>%{x:,.2f}<extra></extra>")
+        go.Bar(x=vals, y=labels(t[name_col]), orientation="h", marker_color=COST_COLOR, name=value_col,
+               text=vals, texttemplate="%{x:" + fmt + "}", textposition="auto", cliponaxis=False,
+               hovertemplate="%{y}<br>%{x:" + fmt + "} " + label(unit) + "<extra></extra>")
     )
-    return _layout(fig, title, xaxis_title=unit or value_col, yaxis={"automargin": True},
-                   height=max(320, 40 + 28 * t.height))
+    axis_title = unit or words.column(value_col)
+    return _layout(fig, title, xaxis={"title": axis_title, "tickformat": ",.0f" if unit else None},
+                   yaxis={"automargin": True}, height=max(320, 40 + 28 * t.height))
 
 
 # ---------------------------------------------------------------------------------------- idle
 
 
-def idle_stacked(frame: pl.DataFrame, measure: str = "gpu_hours", timezone: str = "UTC") -> go.Figure:
-    """Idle per day stacked by cause (views.idle_daily)."""
-    unit = "GPU-hours" if measure == "gpu_hours" else ("cost" if measure == "cost" else "kWh")
-    title = f"Idle {unit} by day and cause"
+def idle_stacked(frame: pl.DataFrame, measure: str = "gpu_hours", timezone: str = "UTC", currency: str = "USD",
+                 grain: str = "day") -> go.Figure:
+    """Idle per bucket stacked by cause (views.idle_daily or period_views.idle_buckets)."""
+    unit = "GPU-hours" if measure == "gpu_hours" else (f"Cost ({currency})" if measure == "cost" else "kWh")
+    title = f"Idle {'GPU-hours' if measure == 'gpu_hours' else measure} by {grain} and cause"
     if frame.height == 0:
         return _empty(title, "no idle time in this selection")
-    days = sorted(frame["day"].unique().to_list())
+    col = "bucket" if "bucket" in frame.columns else "day"
+    days = sorted(frame[col].unique().to_list())
     x = _when(days)
     fig = go.Figure()
     by = frame.group_by("kind", "cause").agg(pl.col(measure).sum()).sort(measure, descending=True)
     for kind, cause in by.select("kind", "cause").iter_rows():
         c = frame.filter((pl.col("kind") == kind) & (pl.col("cause") == cause))
-        vals = dict(zip(c["day"].to_list(), c[measure].to_list()))
+        vals = dict(zip(c[col].to_list(), c[measure].to_list()))
         fig.add_bar(
-            x=x, y=[float(vals.get(d, 0.0) or 0.0) for d in days], name=f"{label(cause)} ({kind})",
+            x=x, y=[float(vals.get(d, 0.0) or 0.0) for d in days], name=label(words.cause_kind(cause, kind)),
             marker_color=CAUSE_COLORS.get(cause, "#888"), marker_pattern_shape="" if kind == "unallocated" else "/",
         )
-    return _layout(fig, title, barmode="stack", yaxis_title=unit,
-                   xaxis={"title": f"day ({timezone})", "type": "date", "tickformat": "%a %d %b",
-                          "dtick": 86400000 if len(days) <= 16 else None})
+    if "partial" in frame.columns:
+        flags = frame.group_by(col).agg(pl.col("partial").first(), pl.col("hours_in_data").first(),
+                                        pl.col("hours_full").first()).sort(col)
+        _, _, partial, notes = _buckets(flags)
+        _mark_partial(fig, _when(flags[col]), partial, notes)
+    return _layout(fig, title, barmode="stack", yaxis={"title": unit, "tickformat": ",.0f"},
+                   xaxis=_date_axis(grain, timezone, len(days)))
 
 
-def idle_by_pool(frame: pl.DataFrame, measure: str = "gpu_hours") -> go.Figure:
+def idle_by_pool(frame: pl.DataFrame, measure: str = "gpu_hours", currency: str = "USD") -> go.Figure:
     """Idle per pool / accelerator, stacked by cause (views.idle_by_pool)."""
     title = "Idle GPU-hours by pool and accelerator" if measure == "gpu_hours" else "Idle cost by pool and accelerator"
     if frame.height == 0:
@@ -213,17 +269,21 @@ def idle_by_pool(frame: pl.DataFrame, measure: str = "gpu_hours") -> go.Figure:
         pl.concat_str([pl.col("pool").fill_null("(none)"), pl.col("accelerator").fill_null("?")], separator=" · ").alias("where")
     )
     wheres = f.group_by("where").agg(pl.col(measure).sum()).sort(measure)["where"].to_list()
+    # Pool over accelerator on two lines: a one-line label took half the plot at 800 px.
+    ticks = [label(w).replace(" · ", "<br>", 1) for w in wheres]
     fig = go.Figure()
     for kind, cause in f.select("kind", "cause").unique().sort("kind", "cause", descending=[True, False]).iter_rows():
         c = f.filter((pl.col("kind") == kind) & (pl.col("cause") == cause))
         vals = dict(zip(c["where"].to_list(), c[measure].to_list()))
         fig.add_bar(
-            y=labels(wheres), x=[float(vals.get(w, 0.0) or 0.0) for w in wheres], orientation="h",
-            name=f"{label(cause)} ({kind})", marker_color=CAUSE_COLORS.get(cause, "#888"),
+            y=ticks, x=[float(vals.get(w, 0.0) or 0.0) for w in wheres], orientation="h",
+            name=label(words.cause_kind(cause, kind)), marker_color=CAUSE_COLORS.get(cause, "#888"),
             marker_pattern_shape="" if kind == "unallocated" else "/",
         )
-    return _layout(fig, title, barmode="stack", xaxis_title="GPU-hours" if measure == "gpu_hours" else measure,
-                   yaxis={"automargin": True}, height=max(320, 120 + 40 * len(wheres)))
+    return _layout(fig, title, barmode="stack",
+                   xaxis={"title": "GPU-hours" if measure == "gpu_hours" else f"Cost ({currency})",
+                          "tickformat": ",.0f"},
+                   yaxis={"automargin": True}, height=max(400, 240 + 56 * len(wheres)))  # two-line labels
 
 
 def card_timeline(timeline: pl.DataFrame, allocations: pl.DataFrame, card: str, timezone: str = "UTC") -> go.Figure:
@@ -274,35 +334,42 @@ def card_timeline(timeline: pl.DataFrame, allocations: pl.DataFrame, card: str, 
 # -------------------------------------------------------------------------------------- energy
 
 
-def energy_daily(frame: pl.DataFrame, currency: str = "USD", timezone: str = "UTC") -> go.Figure:
-    """GPU and facility kWh per day (bars) and energy cost (line, right axis) (views.energy_daily)."""
-    title = "Energy by day"
+def energy_daily(frame: pl.DataFrame, currency: str = "USD", timezone: str = "UTC", grain: str = "day") -> go.Figure:
+    """GPU and facility kWh per bucket (bars) and energy cost (line, right axis)
+    (views.energy_daily or period_views.energy_buckets, partial buckets marked)."""
+    title = f"Energy by {grain}"
     if frame.height == 0:
         return _empty(title)
-    x = _when(frame["day"])
+    col, values, partial, notes = _buckets(frame)
+    x = _when(values)
     fig = go.Figure()
-    fig.add_bar(x=x, y=_nums(frame["energy_kwh_gpu"]), name="GPU kWh", marker_color=ENERGY_COLOR)
-    fig.add_bar(x=x, y=_nums(frame["energy_kwh_facility"]), name="facility kWh", marker_color="#e9c46a")
+    pattern = ["/" if p else "" for p in partial]
+    fig.add_bar(x=x, y=_nums(frame["energy_kwh_gpu"]), name="GPU kWh", marker_color=ENERGY_COLOR,
+                marker_pattern_shape=pattern)
+    fig.add_bar(x=x, y=_nums(frame["energy_kwh_facility"]), name="facility kWh", marker_color="#e9c46a",
+                marker_pattern_shape=pattern)
     fig.add_scatter(x=x, y=_nums(frame["energy_cost"]), name=f"energy cost ({currency})", yaxis="y2",
                     mode="lines+markers", line={"color": COST_COLOR})
+    _mark_partial(fig, x, partial, notes)
     return _layout(
         fig, title, barmode="group",
-        xaxis={"title": f"day ({timezone})", "type": "date", "tickformat": "%a %d %b",
-                          "dtick": 86400000 if len(frame) <= 16 else None},
-        yaxis={"title": "kWh"},
-        yaxis2={"title": currency, "overlaying": "y", "side": "right", "rangemode": "tozero", "showgrid": False,
-                "tickmode": "auto"},
+        xaxis=_date_axis(grain, timezone, len(x)),
+        yaxis={"title": "kWh", "tickformat": ",.0f"},
+        yaxis2={"title": f"Energy cost ({currency})", "overlaying": "y", "side": "right", "rangemode": "tozero",
+                "showgrid": False, "tickmode": "auto", "tickformat": ",.0f"},
     )
 
 
-def co2e_daily(frame: pl.DataFrame, timezone: str = "UTC") -> go.Figure:
-    title = "CO2e by day (facility energy x grid carbon intensity)"
+def co2e_daily(frame: pl.DataFrame, timezone: str = "UTC", grain: str = "day") -> go.Figure:
+    title = f"CO2e by {grain} (facility energy x grid carbon intensity)"
     if frame.height == 0 or frame["co2e_kg"].is_null().all():
         return _empty(title, "the tariffs carry no carbon intensity")
-    fig = go.Figure(go.Bar(x=_when(frame["day"]), y=_nums(frame["co2e_kg"]), name="kg CO2e", marker_color="#6c757d"))
-    return _layout(fig, title, yaxis_title="kg CO2e",
-                   xaxis={"title": f"day ({timezone})", "type": "date", "tickformat": "%a %d %b",
-                          "dtick": 86400000 if len(frame) <= 16 else None})
+    col, values, partial, notes = _buckets(frame)
+    x = _when(values)
+    fig = go.Figure(go.Bar(x=x, y=_nums(frame["co2e_kg"]), name="kg CO2e", marker_color="#6c757d",
+                           marker_pattern_shape=["/" if p else "" for p in partial]))
+    _mark_partial(fig, x, partial, notes)
+    return _layout(fig, title, yaxis_title="kg CO2e", xaxis=_date_axis(grain, timezone, len(x)))
 
 
 def power_vs_cap(frame: pl.DataFrame, timezone: str = "UTC") -> go.Figure:
@@ -397,7 +464,7 @@ def compare_rules(frame: pl.DataFrame, name_col: str, currency: str = "USD", a_n
     fig = go.Figure()
     fig.add_bar(x=x, y=_nums(frame["cost_a"]), name=label(a_name), marker_color=A_COLOR)
     fig.add_bar(x=x, y=_nums(frame["cost_b"]), name=label(b_name), marker_color=B_COLOR)
-    return _layout(fig, title, barmode="group", yaxis_title=currency)
+    return _layout(fig, title, barmode="group", yaxis=_money_axis(currency))
 
 
 # ------------------------------------------------------------------------------------- compare

@@ -151,6 +151,9 @@ def stage_upload(files: list[tuple[str, bytes]], *, root: Path | None = None, co
         raise UploadError(f"the upload is {size:,} bytes; the limit is {limit:,}")
     dest = (root or upload_root()) / uuid.uuid4().hex[:12]
     dest.mkdir(parents=True, exist_ok=False)
+    # Absolute from here on: safe_extract returns resolved paths, and the default upload root
+    # is relative (data/uploads), so relative_to below needs both sides resolved alike.
+    dest = dest.resolve()
     try:
         written: list[Path] = []
         for name, data in files:

@@ -33,7 +33,7 @@ from zoneinfo import ZoneInfo
 import polars as pl
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from . import activity, lineage, report, tokens
+from . import activity, lineage, record_via, report, tokens
 from .bundle import Bundle
 from .config import BOUNDARY_PRESETS, Config, parse_config
 from .contract import CATEGORIES, IDLE, RECORD_KEYS, TABLE_NAMES, UNATTRIBUTED
@@ -493,14 +493,16 @@ def _record_contributions(
         c = e.allocations.select(
             "allocation_id", "allocated_gpu_hours", "active_gpu_hours", pl.col("cost").alias("attributed_cost")
         )
-        return c, "allocation_id"
+        via = record_via.allocation_via(fc, tenant=tenant, project=project, model=model)
+        return c.join(via, on="allocation_id", how="left", maintain_order="left"), "allocation_id"
     if table == "requests":
         c = e.requests.select(
             "request_id", "project", pl.sum_horizontal(*TOKEN_COLS).alias("tokens"), "good"
         )
         return c, "request_id"
     if table == "costs":
-        return e.costs.select("cost_id", "category", "origin", pl.col("cost").alias("attributed_cost")), "cost_id"
+        c = e.costs.select("cost_id", "category", "origin", pl.col("cost").alias("attributed_cost"))
+        return record_via.cost_via(fc, c), "cost_id"
     raise ValueError(f"unknown record table {table!r}")
 
 

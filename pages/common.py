@@ -1,18 +1,26 @@
-"""What every page shares: the open source, the sidebar (period, boundary, filters), the cached
-computation and views, and the chart / table download helpers.
+"""What every page shares: the open source, the view state (period, granularity, comparison,
+rules, filters) kept in the URL, the sidebar, the cached computations and views, and the chart
+/ table downloads that say what they show.
 
-Caching: a computation is cached per (source path, data version, config JSON), where the data
-version is `store.data_version` for a DuckDB store and the files' names, sizes and mtimes for a
-bundle folder (plus the config file's), so an ingest or an edited file recomputes and nothing
-else does. Views are cached per (that key, filters JSON, view name, arguments).
+URL: `cost_engine.view_state` parses and writes the shared keys; a link holding them reopens
+the same view in a fresh browser, a page switch (which drops the query) keeps the session's
+state, and a page's own keys (drill level, cause, card) are remembered per page, so coming
+back to a page finds it where it was left.
 
-Pages only lay out: every number comes from `cost_engine.views` (through `Ctx.view`).
+Caching: the source is read once per (path, data version) and each rule set / period computes
+from it (`_full_computation`), per (source path, data version, config JSON); the data version
+is `store.data_version` for a DuckDB store and the files' names, sizes and mtimes for a bundle
+folder (plus the config file's), so an ingest or an edited file recomputes and nothing else
+does. Views are cached per (that key, filters JSON, view name, arguments).
+
+Pages only lay out: every number comes from `cost_engine` (through `Ctx.view`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
@@ -24,15 +32,23 @@ import plotly.graph_objects as go
 import polars as pl
 import streamlit as st
 
-from cost_engine import access, api, exporters, views
-from cost_engine.config import BOUNDARY_PRESETS, Config, ConfigError, load_config
-from cost_engine.engine import Computation
+from cost_engine import (access, api, exporters, exports_meta, idle_owners, labels, period_choice, period_views,
+                         view_state, views)
+from cost_engine.config import Config, load_config
+from cost_engine.engine import Computation, compute
 from cost_engine.report import build_report
+
+log = logging.getLogger("ailedger.dashboard")
 
 DEFAULT_SOURCE = "sample_data/fleet-week"
 SOURCE_KEY = "ailedger_source"  # session override of the source (Data page)
-RULES_KEY = "ailedger_rules"  # session override of the rules (Rules page), config JSON
-BOUNDARY_KEY, PERIOD_KEY = "sb_boundary", "sb_period"
+STATE_KEY = "vs_state"  # the session's ViewState (JSON)
+WRITTEN_KEY = "vs_written"  # the shared part of the query this session last wrote to the URL
+PROBLEMS_KEY = "vs_problems"  # what the last link refused, shown once
+PAGE_MEMORY = "vs_page:"  # + page url path: that page's own query, to come back to
+# Sidebar widgets (their values are copied into the ViewState by their on_change callbacks).
+PERIOD_KEY, DATES_KEY, GRAIN_KEY, COMPARE_KEY = "sb_period", "sb_dates", "sb_grain", "sb_compare"
+BOUNDARY_KEY, IDLE_KEY, RECHARGE_KEY = "sb_boundary", "sb_idle", "sb_recharge"
 FILTER_KEYS = {"pools": "sb_pools", "accelerators": "sb_accelerators", "workloads": "sb_workloads",
                "tenants": "sb_tenants"}
 FILTER_LABELS = {"pools": "Pool", "accelerators": "Accelerator", "workloads": "Workload", "tenants": "Tenant"}
@@ -56,22 +72,33 @@ def data_version(path: str) -> str:
     from cost_engine import store
 
     p = Path(path)
-    parts: list[str] = []
     if p.is_file() and store.is_store(p):
         # While an ingest holds the store, keep serving the last version seen (its computation
         # is cached): readers never see half a batch, and the page does not hang on the lock.
         last_key = f"_ailedger_last_version:{p.resolve()}"
         try:
-            version = store.data_version(p, wait_s=None if last_key not in st.session_state else 0.5)
+            version = plain_data_version(path, wait_s=None if last_key not in st.session_state else 0.5)
             st.session_state[last_key] = version
         except store.StoreBusy:
             if last_key not in st.session_state:
                 raise
             version = st.session_state[last_key]
-        parts.append("store:" + version)
+        return version
+    return plain_data_version(path)
+
+
+def plain_data_version(path: str, wait_s: float | None = None) -> str:
+    """data_version without a session (the warm-up at start); raises store.StoreBusy."""
+    from cost_engine import store
+
+    p = Path(path)
+    parts: list[str] = []
+    if p.is_file() and store.is_store(p):
+        parts.append("store:" + store.data_version(p, wait_s=wait_s))
     elif p.is_dir():
         for f in sorted(p.iterdir()):
-            if f.is_file():
+            # Dotfiles (saved views, editor litter) are not data: the bundle reader skips them too.
+            if f.is_file() and not f.name.startswith("."):
                 s = f.stat()
                 parts.append(f"{f.name}:{s.st_size}:{s.st_mtime_ns}")
     elif p.exists():
@@ -91,9 +118,28 @@ def file_config(path: str) -> Config:
 # -------------------------------------------------------------------------------------- caches
 
 
-@st.cache_resource(show_spinner="Computing the ledger…", max_entries=6)
+def _load_key(cfg: Config) -> str:
+    """The parts of a config that reading the source depends on (bundle.py, overlaps.py): a
+    rule or period change computes again from the same read."""
+    return json.dumps({"period": {"source_timezone": cfg.period.source_timezone, "currency": cfg.period.currency},
+                       "currency_rates": cfg.currency_rates, "validation": cfg.validation.model_dump()},
+                      sort_keys=True)
+
+
+@st.cache_resource(show_spinner=False, max_entries=4)
+def _loaded(path: str, version: str, load_key: str) -> tuple:
+    """The source read once per data version: (bundle, telemetry source)."""
+    data = json.loads(load_key)
+    cfg = Config.model_validate({"period": data["period"], "currency_rates": data["currency_rates"],
+                                 "validation": data["validation"]})
+    return api.load_source(path, cfg)
+
+
+@st.cache_resource(show_spinner="Computing the ledger…", max_entries=8)
 def _full_computation(path: str, version: str, config_json: str) -> Computation:
-    return api.run(path, config=Config.model_validate_json(config_json))
+    cfg = Config.model_validate_json(config_json)
+    bundle, telemetry = _loaded(path, version, _load_key(cfg))
+    return compute(bundle, cfg, telemetry=telemetry)
 
 
 @st.cache_resource(show_spinner=False, max_entries=24)
@@ -105,6 +151,17 @@ def _computation(path: str, version: str, config_json: str) -> Computation:
     """
     data_v, _, scope_key = version.partition("|")
     return access.scope(_full_computation(path, data_v, config_json), _principal_from_key(scope_key))
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _span(path: str, version: str, config_json: str) -> period_choice.DataSpan:
+    """The source's period (the data the presets count in), without computing the ledger."""
+    from cost_engine.ledger import resolve_period
+
+    cfg = Config.model_validate_json(config_json)
+    bundle, _ = _loaded(path, version, _load_key(cfg))
+    p = resolve_period(cfg, bundle["allocations"])
+    return period_choice.DataSpan(p.start, p.end, p.timezone)
 
 
 # ------------------------------------------------------------------------------------- access
@@ -170,20 +227,25 @@ def _report(path: str, version: str, config_json: str) -> dict:
     return build_report(_computation(path, version, config_json))
 
 
+# Modules whose (comp, filters, ...) functions Ctx.view may call by name.
+_VIEW_MODULES = (views, period_views, idle_owners)
+
+
 @st.cache_data(show_spinner=False, max_entries=512)
 def _view(path: str, version: str, config_json: str, filters_json: str, name: str, args_json: str) -> Any:
     comp = _computation(path, version, config_json)
     filters = views.Filters.model_validate_json(filters_json)
     call = json.loads(args_json)
-    return getattr(views, name)(comp, filters, *call["args"], **call["kwargs"])
+    fn = next(getattr(m, name) for m in _VIEW_MODULES if hasattr(m, name))
+    return fn(comp, filters, *call["args"], **call["kwargs"])
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
-def _overview_figures(path: str, version: str, config_json: str, filters_json: str) -> dict:
+def _overview_figures(path: str, version: str, config_json: str, filters_json: str, grain: str = "day") -> dict:
     from cost_engine.exporters import review_pack
 
     comp = _computation(path, version, config_json)
-    return review_pack.overview_figures(comp, views.Filters.model_validate_json(filters_json))
+    return review_pack.overview_figures(comp, views.Filters.model_validate_json(filters_json), grain)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
@@ -223,18 +285,42 @@ def report(config: Config | None = None) -> dict:
     return _report(path, view_version(path), cfg.model_dump_json())
 
 
+def warm_up(path: str | None = None) -> None:
+    """Compute the default view of the source before the first visitor asks (server start):
+    the first page then only lays out. Only resource caches are filled (they need no running
+    session); errors are left for the page to show."""
+    from cost_engine.ledger import resolve_period
+
+    path = path or os.environ.get("AILEDGER_SOURCE", DEFAULT_SOURCE)
+    try:
+        base = file_config(path)
+        version = plain_data_version(path)
+        bundle, _ = _loaded(path, version, _load_key(base))
+        p = resolve_period(base, bundle["allocations"])
+        span = period_choice.DataSpan(p.start, p.end, p.timezone)
+        cfg = _period(base, span, period_choice.resolve(period_choice.DEFAULT_PRESET, span))
+        _computation(path, version + "|*", cfg.model_dump_json())
+    except Exception:  # noqa: BLE001 - the page reports it to the user
+        log.debug("warm-up of %s failed", path, exc_info=True)
+
+
 # ------------------------------------------------------------------------------------- context
 
 
 @dataclass(frozen=True)
 class Ctx:
-    """What a page needs: the source, the effective config and filters, and cached views."""
+    """What a page needs: the source, the view state, the config in force, filters and views."""
 
     path: str
     version: str
     config: Config
     filters: views.Filters
     base_config: Config
+    state: view_state.ViewState = view_state.ViewState()
+    chosen: period_choice.Chosen | None = None
+    span: period_choice.DataSpan | None = None
+    previous: Config | None = None  # the previous period's config, when it lies in the data
+    previous_note: str | None = None
 
     @property
     def config_json(self) -> str:
@@ -253,6 +339,10 @@ class Ctx:
         return self.comp.period.timezone
 
     @property
+    def grain(self) -> str:
+        return self.state.grain
+
+    @property
     def is_store(self) -> bool:
         return source_is_store(self.path)
 
@@ -261,59 +351,71 @@ class Ctx:
         return _report(self.path, self.version, self.config_json)
 
     def view(self, name: str, *args: Any, **kwargs: Any) -> Any:
-        """views.<name>(comp, filters, *args, **kwargs), cached per data version, config and filters."""
+        """<module>.<name>(comp, filters, *args, **kwargs) of views or period_views, cached per
+        data version, config and filters."""
         return _view(self.path, self.version, self.config_json, self.filters.key(), name,
+                     json.dumps({"args": args, "kwargs": kwargs}, default=str, sort_keys=True))
+
+    def previous_view(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        """The same view over the previous period (None when it is not in the data)."""
+        if self.previous is None:
+            return None
+        return _view(self.path, self.version, self.previous.model_dump_json(), self.filters.key(), name,
                      json.dumps({"args": args, "kwargs": kwargs}, default=str, sort_keys=True))
 
     def overview_figures(self) -> dict:
         """The Overview's figures (the same the review pack renders), cached."""
-        return _overview_figures(self.path, self.version, self.config_json, self.filters.key())
+        return _overview_figures(self.path, self.version, self.config_json, self.filters.key(), self.grain)
 
     def raw(self, name: str, *args: Any, **kwargs: Any) -> Any:
         """views.<name>(comp, *args) for views that take no filters (uncached, cheap)."""
         return getattr(views, name)(self.comp, *args, **kwargs)
 
+    def export_context(self) -> exports_meta.ExportContext:
+        return exports_meta.context_of(self.comp, self.filters, source=Path(self.path).name,
+                                       data_version=self.version.partition("|")[0][:8], grain=self.grain)
 
-def _base(path: str, version: str) -> Config:
-    override = st.session_state.get(RULES_KEY)
-    if override:
-        try:
-            return Config.model_validate_json(override)
-        except Exception:  # a stale override from another source: drop it
-            st.session_state.pop(RULES_KEY, None)
-    return file_config(path)
+    def link(self, page: str = "", **page_params: Any) -> str:
+        """A URL path + query to `page` (url path, "" = Overview) in this view, with page keys."""
+        from pages.sidebar import app_root
+
+        return f"{app_root()}/{page}?{view_state.encode(link_query(self, **page_params))}"
 
 
-def _default_state(comp: Computation, base: Config) -> None:
+def set_state(**changes: Any) -> None:
+    """Change the session's view state (callbacks: the next run writes it to the URL)."""
     ss = st.session_state
-    first, last = views.period_days(comp)
-    period = ss.get(PERIOD_KEY)
-    if period is not None and not (
-        isinstance(period, (list, tuple)) and all(isinstance(d, date) and first <= d <= last for d in period)
-    ):
-        ss[PERIOD_KEY] = (first, last)  # stale (another source) or malformed
-    for key in FILTER_KEYS.values():
-        ss.setdefault(key, [])
+    current = view_state.ViewState.model_validate_json(ss[STATE_KEY]) if ss.get(STATE_KEY) else view_state.ViewState()
+    ss[STATE_KEY] = current.model_copy(update=changes).model_dump_json()
 
 
-def _effective(comp: Computation, base: Config) -> tuple[Config, views.Filters]:
+def set_rules(**changes: Any) -> None:
+    """Change rules of the view (idle, inference_recharge, boundary, ...); None: the source's."""
     ss = st.session_state
-    cfg = base
-    boundary = ss.get(BOUNDARY_KEY, base.boundary.name)
-    if boundary and boundary != base.boundary.name and boundary in BOUNDARY_PRESETS:
-        cfg = views.config_with(cfg, boundary=boundary)
-    period = ss.get(PERIOD_KEY)
-    first, last = views.period_days(comp)
-    if isinstance(period, (list, tuple)) and len(period) == 2 and all(isinstance(d, date) for d in period):
-        start, end = period
-        if (start, end) != (first, last):
-            cfg = views.period_config(cfg, comp, max(start, first), min(end, last))
-    options = views.filter_options(comp)
-    chosen = {}
-    for name, key in FILTER_KEYS.items():
-        vals = [v for v in (ss.get(key) or []) if v in options[name]]
-        chosen[name] = vals
-    return cfg, views.Filters(**chosen)
+    current = view_state.ViewState.model_validate_json(ss[STATE_KEY]) if ss.get(STATE_KEY) else view_state.ViewState()
+    set_state(rules=current.rules.model_copy(update=changes))
+
+
+def set_page_params(**params: Any) -> None:
+    """Replace the page's own URL keys (None drops one), keeping the shared view keys: one URL
+    update, so the browser's back button returns to the previous drill level."""
+    qp = st.query_params
+    shared = {k: qp.get_all(k) for k in qp if k in view_state.GLOBAL_KEYS}
+    qp.from_dict(view_state.merge(shared, {k: [str(v)] for k, v in params.items() if v not in (None, "")}))
+
+
+def link_query(ctx: Ctx, **page_params: Any) -> dict[str, list[str]]:
+    """The query of a link to another page in this view (st.page_link), with that page's keys."""
+    from pages.sidebar import shared_query
+
+    return view_state.merge(shared_query(ctx), {k: [str(v)] for k, v in page_params.items() if v not in (None, "")})
+
+
+def _period(cfg: Config, span: period_choice.DataSpan, chosen: period_choice.Chosen) -> Config:
+    start, end = span.window(chosen.first, chosen.last)
+    if (start, end) == (span.start, span.end) and cfg.period.start == span.start and cfg.period.end == span.end:
+        return cfg
+    return views.config_with(cfg, period_start=start, period_end=end)
 
 
 def through_router() -> bool:
@@ -337,6 +439,13 @@ def through_router() -> bool:
     return True
 
 
+def sidebar() -> Ctx | None:
+    """The shared sidebar (pages/sidebar.py); app.py draws it before each page."""
+    from pages import sidebar as bar
+
+    return bar.sidebar()
+
+
 def _under_apptest() -> bool:
     """AppTest runs scripts against a mocked Runtime (streamlit.testing.v1.app_test)."""
     from streamlit.runtime import Runtime
@@ -356,88 +465,73 @@ def _under_server() -> bool:
     return main is not None and Path(main).name == "app.py"
 
 
+_CTX_KEY = "_vs_ctx_run"  # the Ctx the sidebar resolved in this run (pages reuse it)
+
+
 def context() -> Ctx:
-    """The page context from the sidebar's state (defaults when a page runs on its own)."""
+    """The page context of this run (resolved once by the sidebar; defaults when a page runs
+    on its own). A source that cannot be read stops the page with what to do."""
     through_router()
     path = source_path()
-    version = view_version(path)
     try:
-        base = _base(path, version)
-    except ConfigError as exc:
-        st.error(f"The source's config is invalid: {exc}")
-        st.stop()
-    try:
-        base_comp = _computation(path, version, base.model_dump_json())
+        version = view_version(path)
+        cached = _run_ctx()
+        if cached is not None:
+            return cached
+        from pages.sidebar import resolve
+
+        ctx = resolve(path, version)
     except Exception as exc:  # noqa: BLE001 - shown to the user, not swallowed
-        st.error(f"Cannot open {path}: {exc}")
-        st.info("Open another source on the Data page.")
-        if st.session_state.get(SOURCE_KEY):
-            if st.button("Back to the default source"):
-                st.session_state.pop(SOURCE_KEY, None)
-                st.rerun()
-        st.stop()
-    _default_state(base_comp, base)
-    cfg, filters = _effective(base_comp, base)
-    return Ctx(path=path, version=version, config=cfg, filters=filters, base_config=base)
+        _cannot_open(path, exc)
+        raise  # _cannot_open stops the run
+    return ctx
 
 
-def sidebar() -> Ctx | None:
-    """The sidebar every page shares: source, period, boundary and the four filters."""
-    path = source_path()
-    version = view_version(path)
+def _run_id() -> object:
+    """A token of this script run: the run's cursor dict, a fresh object per rerun (kept alive
+    by the session state entry that holds it, so it is never mistaken for a later one)."""
     try:
-        base = _base(path, version)
-        comp = _computation(path, version, base.model_dump_json())
-    except Exception:  # noqa: BLE001 - the page shows the error
-        with st.sidebar:
-            st.caption(f"Source: `{Path(path).name}` (cannot be read)")
+        from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+        return get_script_run_ctx().cursors
+    except Exception:  # noqa: BLE001
         return None
-    _default_state(comp, base)
-    options = views.filter_options(comp)
-    first, last = views.period_days(comp)
-    with st.sidebar:
-        kind = "DuckDB store" if source_is_store(path) else "bundle folder"
-        st.caption(f"Source: **{Path(path).name}** ({kind})")
-        st.date_input("Period", value=(first, last), min_value=first, max_value=last, key=PERIOD_KEY,
-                      help=f"Whole days in {comp.period.timezone}; the figures are recomputed for the days chosen.")
-        presets = list(BOUNDARY_PRESETS)
-        if base.boundary.name not in presets:
-            presets.append(base.boundary.name)
-        if st.session_state.get(BOUNDARY_KEY, base.boundary.name) not in presets:
-            st.session_state.pop(BOUNDARY_KEY, None)
-        current = st.session_state.get(BOUNDARY_KEY, base.boundary.name)
-        st.selectbox("Cost boundary", presets, index=presets.index(current), key=BOUNDARY_KEY,
-                     help="Which cost categories count (presets of the data contract; the Rules page sets custom ones).")
-        st.markdown("**Filters** (every page)")
-        for name, key in FILTER_KEYS.items():
-            st.session_state[key] = [v for v in st.session_state.get(key, []) if v in options[name]]
-            st.multiselect(FILTER_LABELS[name], options[name], key=key, placeholder="all")
-        if any(st.session_state.get(k) for k in FILTER_KEYS.values()):
-            st.button("Clear filters", on_click=_clear_filters, type="tertiary")
-        if st.session_state.get(RULES_KEY):
-            st.caption("Rules from the Rules page are in force.")
-            st.button("Back to the source's rules", on_click=lambda: st.session_state.pop(RULES_KEY, None),
-                      type="tertiary")
-    cfg, filters = _effective(comp, base)
-    return Ctx(path=path, version=version, config=cfg, filters=filters, base_config=base)
 
 
-def _clear_filters() -> None:
-    for key in FILTER_KEYS.values():
-        st.session_state[key] = []
+def _cannot_open(path: str, exc: Exception) -> None:
+    log.warning("cannot open %s", path, exc_info=True)
+    st.error(f"Cannot open {path}: {exc}")
+    st.info("Open another source on the Data page.")
+    if st.session_state.get(SOURCE_KEY):
+        if st.button("Back to the default source"):
+            st.session_state.pop(SOURCE_KEY, None)
+            st.rerun()
+    st.stop()
 
 
 def header(ctx: Ctx, title: str) -> None:
-    """Page title and one caption line: period, boundary, filters."""
+    """Page title and one caption line: period, boundary, rules, filters; then what the link
+    or the period could not honour."""
     st.title(title)
     p = ctx.comp.period
     tz = p.timezone
-    start = p.start.astimezone(ZoneInfo(tz)).strftime("%Y-%m-%d %H:%M")
-    end = p.end.astimezone(ZoneInfo(tz)).strftime("%Y-%m-%d %H:%M")
-    st.caption(
-        f"{start} – {end} ({tz}) · boundary **{ctx.config.boundary.name}** · {p.currency} · "
-        f"{ctx.filters.describe()}"
-    )
+    if ctx.chosen is not None:
+        when = f"{period_choice.describe(ctx.chosen.first, ctx.chosen.last)}, {tz}"
+        s_local, e_local = p.start.astimezone(ZoneInfo(tz)), p.end.astimezone(ZoneInfo(tz))
+        if (s_local.hour, s_local.minute, e_local.hour, e_local.minute) != (0, 0, 0, 0):
+            when += f" (data {s_local:%Y-%m-%d %H:%M} – {e_local:%Y-%m-%d %H:%M}: partial days marked)"
+    else:
+        when = (f"{p.start.astimezone(ZoneInfo(tz)):%Y-%m-%d %H:%M} – {p.end.astimezone(ZoneInfo(tz)):%Y-%m-%d %H:%M} "
+                f"({tz})")
+    a = ctx.config.allocation
+    st.caption(f"{md(when)} · boundary **{ctx.config.boundary.name}** · idle {a.idle} · recharge "
+               f"{a.inference_recharge} · {p.currency} · {md(ctx.filters.describe())}")
+    notes = st.session_state.pop(PROBLEMS_KEY, [])
+    if ctx.chosen is not None and ctx.chosen.note:
+        notes.append(ctx.chosen.note)
+    if notes:
+        st.warning("This view could not use everything asked for: " + "; ".join(md(n) for n in notes) + ".",
+                   icon=":material/info:")
 
 
 # ---------------------------------------------------------------------------------- formatting
@@ -447,86 +541,127 @@ def fmt(value: float | None, unit: str) -> str:
     return views.format_value(value, unit)
 
 
-def kpi_row(ctx: Ctx, keys: list[str], cards: pl.DataFrame | None = None) -> None:
-    """One row of st.metric cards from views.kpi_cards (unit in the label, exact value in the help)."""
+CARD_WIDTH = 180  # px: the longest KPI value ("9,767.98", "2,184,391") fits at the metric font
+
+
+def metric_grid(n: int, key: str) -> Any:
+    """A row of n metric cards that wraps to fewer per row when the page is narrow, so no value
+    is ever cut ("3…"): put each card with `.metric(...)`."""
+    return st.grid(n, min_column_width=CARD_WIDTH, key=key)
+
+
+def kpi_row(ctx: Ctx, keys: list[str], cards: pl.DataFrame | None = None, per_row: int | None = None) -> None:
+    """KPI cards from views.kpi_cards (unit in the label, exact value in the help) in a grid that
+    wraps on narrow screens (no value is ever cut), with the change against the previous period."""
     cards = cards if cards is not None else ctx.view("kpi_cards")
     by_key = {r["key"]: r for r in cards.iter_rows(named=True)}
-    cols = st.columns(len(keys))
-    for col, key in zip(cols, keys):
+    deltas: dict[str, dict] = {}
+    prev = ctx.previous_view("kpi_cards")
+    if prev is not None:
+        deltas = {r["key"]: r for r in period_views.kpi_deltas(cards, prev).iter_rows(named=True)}
+    grid = metric_grid(per_row or len(keys), f"kpis_{keys[0]}")
+    for key in keys:
         r = by_key[key]
         label = r["label"]  # views.kpi_cards labels carry their unit
         exact = "" if r["value"] is None or r["unit"] == "ratio" else f" Exact: {r['value']:,.6g}."
-        col.metric(md(label), fmt(r["value"], r["unit"]), help=md(r["detail"]) + exact, border=True)
+        d = deltas.get(key) or {}
+        prev_text = "" if d.get("previous") is None else f" Previous period: {fmt(d['previous'], r['unit'])}."
+        grid.metric(md(label), fmt(r["value"], r["unit"]), delta=d.get("text"), delta_color=d.get("color", "off"),
+                    help=md(r["detail"]) + exact + prev_text, border=True,
+                    delta_description="vs previous period" if d.get("text") else None)
 
 
 # ----------------------------------------------------------------------------------- downloads
 
 
-def chart(fig: go.Figure, key: str, *, name: str | None = None, height: int | None = None) -> None:
-    """A Plotly chart with PNG, SVG and HTML downloads (images render only when clicked)."""
+def chart(fig: go.Figure, key: str, *, name: str | None = None, height: int | None = None,
+          ctx: Ctx | None = None, about: list[tuple[str, str]] | None = None) -> None:
+    """A Plotly chart with PNG, SVG and HTML downloads. The exports carry the chart's title and
+    a subtitle naming the view (period, boundary, idle, recharge, filters, source, data
+    version), and a file name with the period and boundary; `about` replaces the view for
+    charts that are not a ledger view (a scenario). Images render only when clicked."""
     if height:
         fig.update_layout(height=height)
     st.plotly_chart(fig, key=f"chart_{key}", config={"displaylogo": False})
-    base = exporters.safe_name(name or key)
+    base = name or key
+    ctx = ctx or (None if about is not None else _run_ctx())
+    if about is not None:
+        out = exports_meta.titled(fig, None, " · ".join(f"{k} {v}" for k, v in about))
+        stem = exporters.safe_name("_".join([base, *(v for _, v in about[:1])]))
+    elif ctx is not None:
+        ectx = ctx.export_context()
+        out = exports_meta.titled(fig, None, ectx)
+        stem = exports_meta.file_stem(base, ectx)
+    else:
+        out, stem = fig, exporters.safe_name(base)
+    title = out.layout.title.text or base
     ok = exporters.available()
     why = None if ok else "PNG/SVG need Chromium (kaleido); the HTML download works without it."
     with st.container(horizontal=True, key=f"dl_{key}", gap="small"):
-        st.download_button("PNG", data=lambda f=fig: exporters.to_png(f), file_name=f"{base}.png", mime="image/png",
+        st.download_button("PNG", data=lambda f=out: exporters.to_png(f), file_name=f"{stem}.png", mime="image/png",
                            key=f"png_{key}", on_click="ignore", disabled=not ok, help=why, icon=":material/image:")
-        st.download_button("SVG", data=lambda f=fig: exporters.to_svg(f), file_name=f"{base}.svg",
+        st.download_button("SVG", data=lambda f=out: exporters.to_svg(f), file_name=f"{stem}.svg",
                            mime="image/svg+xml", key=f"svg_{key}", on_click="ignore", disabled=not ok, help=why,
                            icon=":material/draw:")
-        st.download_button("HTML", data=lambda f=fig: exporters.to_html(f, title=name or key),
-                           file_name=f"{base}.html", mime="text/html", key=f"html_{key}", on_click="ignore",
+        st.download_button("HTML", data=lambda f=out: exporters.to_html(f, title=title),
+                           file_name=f"{stem}.html", mime="text/html", key=f"html_{key}", on_click="ignore",
                            icon=":material/code:")
 
 
+def _run_ctx() -> Ctx | None:
+    """The Ctx the sidebar resolved in this run, if it did."""
+    cached = st.session_state.get(_CTX_KEY)
+    run = _run_id()
+    return cached[1] if cached is not None and run is not None and cached[0] is run else None
+
+
 def table(frame: pl.DataFrame, key: str, *, name: str | None = None, column_config: dict | None = None,
-          height: int | str = "auto", **kwargs: Any) -> Any:
-    """st.dataframe with CSV and Parquet downloads of the same table; returns the dataframe's state.
-    `column_config` adds to (or overrides) the formats chosen by column name."""
-    config = {**_auto_config(frame), **(column_config or {})}
-    state = st.dataframe(frame, key=f"table_{key}", hide_index=True, column_config=config, height=height, **kwargs)
-    base = exporters.safe_name(name or key)
+          height: int | str = "auto", title: str | None = None, ctx: Ctx | None = None,
+          about: list[tuple[str, str]] | None = None, **kwargs: Any) -> Any:
+    """st.dataframe with readable headers and its downloads: CSV for people (a `#` comment
+    block naming the view, or `about`, headers with units, shares in %), CSV for machines
+    (engine names, no comments) and Parquet (engine names, the view in its metadata).
+    Returns the dataframe's state."""
+    ctx = ctx or (None if about is not None else _run_ctx())
+    shown = labels.readable_values(frame)
+    config = {**_auto_config(shown, ctx), **(column_config or {})}
+    state = st.dataframe(shown, key=f"table_{key}", hide_index=True, column_config=config, height=height, **kwargs)
+    base = name or key
+    heading = title or labels.humanize(base.replace("-", "_"))
+    what: exports_meta.ExportContext | list[tuple[str, str]]
+    if ctx is not None:
+        what = ctx.export_context()
+        stem = exports_meta.file_stem(base, what)
+    else:
+        what = about or []
+        stem = exporters.safe_name("_".join([base, *(v for _, v in what[:1])]))
     with st.container(horizontal=True, key=f"dlt_{key}", gap="small"):
-        st.download_button("CSV", data=lambda f=frame: exporters.table_csv(f), file_name=f"{base}.csv",
-                           mime="text/csv", key=f"csv_{key}", on_click="ignore", icon=":material/table:")
-        st.download_button("Parquet", data=lambda f=frame: exporters.table_parquet(f), file_name=f"{base}.parquet",
-                           mime="application/vnd.apache.parquet", key=f"pq_{key}", on_click="ignore",
-                           icon=":material/database:")
+        st.download_button("CSV", data=lambda f=frame: exports_meta.csv_for_people(f, what, heading),
+                           file_name=f"{stem}.csv", mime="text/csv", key=f"csv_{key}", on_click="ignore",
+                           icon=":material/table:",
+                           help="For people: what the table shows in `#` lines on top, headers with units, shares "
+                                "in %.")
+        st.download_button("CSV (raw)", data=lambda f=frame: exports_meta.csv_for_machines(f),
+                           file_name=f"{stem}.raw.csv", mime="text/csv", key=f"csvraw_{key}", on_click="ignore",
+                           icon=":material/data_object:",
+                           help="For programs: the engine's column names, shares as fractions, no comment lines.")
+        st.download_button("Parquet", data=lambda f=frame: exports_meta.parquet_with_context(f, what, heading),
+                           file_name=f"{stem}.parquet", mime="application/vnd.apache.parquet", key=f"pq_{key}",
+                           on_click="ignore", icon=":material/database:")
     return state
 
 
-_MONEY = ("cost", "attributed_cost", "recharged_cost", "inference_cost", "energy_cost", "cost_a", "cost_b",
-          "difference", "amount", "input_cost", "attributed", "idle", "unattributed")
-
-
-_LABELS = {
-    "allocated_gpu_hours": "allocated GPU-h", "active_gpu_hours": "active GPU-h", "covered_gpu_hours": "covered GPU-h",
-    "uncovered_gpu_hours": "no-telemetry GPU-h", "idle_gpu_hours": "idle GPU-h", "gpu_hours": "GPU-h",
-    "energy_kwh_gpu": "GPU kWh", "energy_kwh_facility": "facility kWh", "avg_util_pct": "avg util %",
-    "cost_per_million_tokens": "$/1M tokens", "cost_per_million_input_tokens": "$/1M input",
-    "cost_per_million_output_tokens": "$/1M output", "cost_per_million_good_tokens": "$/1M good",
-    "cost_per_allocated_gpu_hour": "$/allocated GPU-h", "slo_attainment": "SLO attainment",
-    "cache_hit_rate": "cache hit rate", "error_share": "errors", "output_tokens_per_joule": "out tokens/J",
-    "output_tokens_per_joule_facility": "out tokens/J (facility)", "display_name": "name",
-    "attributed_cost": "attributed cost", "recharged_cost": "recharged cost", "inference_cost": "inference cost",
-    "input_tokens": "input tokens", "cached_input_tokens": "cached tokens", "output_tokens": "output tokens",
-    "good_tokens": "good tokens", "share_of_idle": "share of idle", "top_offenders": "top offenders",
-    "co2e_kg": "kg CO2e", "energy_cost": "energy cost", "vs_target": "vs target", "meets_target": "meets target",
-    "input_share": "input share", "cached_share": "cached share", "output_share": "output share",
-    "a": "A (current)", "b": "B (edited)", "cost_a": "cost under A", "cost_b": "cost under B",
-}
-_PERCENT = ("idle_rate", "coverage", "share_of_idle", "slo_attainment", "cache_hit_rate", "error_share",
-            "input_share", "cached_share", "output_share", "change", "allocation_rate")
-
-
-def _auto_config(frame: pl.DataFrame) -> dict:
-    """Readable headers and number formats by column name (money 2 decimals, hours 1, shares as %).
-    Only the display changes: the CSV / Parquet downloads keep the engine's column names."""
+def _auto_config(frame: pl.DataFrame, ctx: Ctx | None = None) -> dict:
+    """Readable headers with units and number formats by column (money 2 decimals, hours 1,
+    shares as %). Only the display changes: the raw downloads keep the engine's names."""
+    cur = ctx.currency if ctx is not None else "USD"
     cfg: dict[str, Any] = {}
     for name, dtype in frame.schema.items():
-        label = _LABELS.get(name, name.replace("_", " "))
+        label = labels.column(name, cur)
+        unit = labels.unit_of(name)
+        if name == "action":
+            cfg[name] = st.column_config.TextColumn(label, width="large")
+            continue
         if dtype == pl.Date:
             cfg[name] = st.column_config.DateColumn(label, format="YYYY-MM-DD ddd")
             continue
@@ -536,18 +671,17 @@ def _auto_config(frame: pl.DataFrame) -> dict:
         if not dtype.is_numeric():
             cfg[name] = st.column_config.Column(label)
             continue
-        if name in _PERCENT:
+        if unit == "ratio":
             cfg[name] = st.column_config.NumberColumn(label, format="percent")
-        elif name.startswith("cost_per") or name in ("vs_target", "target"):
+        elif unit in ("money_per_gpu_h", "money_per_1m") or name == "vs_target":
             cfg[name] = st.column_config.NumberColumn(label, format="%.3f")
-        elif name in _MONEY or name.endswith("_cost") or name.startswith("cost_"):
+        elif unit == "money":
             cfg[name] = st.column_config.NumberColumn(label, format="%.2f")
-        elif (name.endswith("gpu_hours") or name.startswith("energy_kwh") or name.endswith("_kw") or name == "co2e_kg"
-              or name.endswith("_pct") or name == "gpu_hours"):
+        elif unit in ("gpu_h", "kwh", "kw", "kg", "pct"):
             cfg[name] = st.column_config.NumberColumn(label, format="%.1f")
-        elif name.endswith("per_joule") or name.endswith("per_joule_facility"):
+        elif unit == "tokens_per_j":
             cfg[name] = st.column_config.NumberColumn(label, format="%.5f")
-        elif name.endswith("tokens") or name in ("requests", "records", "accepted", "rejected"):
+        elif unit in ("tokens", "count"):
             cfg[name] = st.column_config.NumberColumn(label, format="localized")
         else:
             cfg[name] = st.column_config.NumberColumn(label)
@@ -583,3 +717,12 @@ def md(text: object) -> str:
     LaTeX character backslash-escaped, so a name always shows as the literal text."""
     s = "" if text is None else str(text)
     return "".join("\\" + ch if ch in _MD_SPECIAL else ch for ch in s).replace("\n", " ")
+
+
+def show_error(exc: BaseException, where: str = "this page") -> None:
+    """An error that escaped a page, as a message that says what to do (never a traceback);
+    the traceback goes to the server log."""
+    log.error("unexpected error on %s", where, exc_info=exc)
+    st.error(f"Something went wrong on {md(where)}: {md(exc) or type(exc).__name__}. "
+             "Try another period or filter, or reload the page; if it persists, the server log has the details.",
+             icon=":material/error:")

@@ -4,11 +4,12 @@ telemetry coverage, unmapped owner keys with their cost, and the alias table to 
 from __future__ import annotations
 
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import polars as pl
 import streamlit as st
 
-from cost_engine import charts, uploads, views
+from cost_engine import charts, period_views, uploads, views
 from cost_engine.access import AccessError
 from pages import common
 
@@ -25,8 +26,25 @@ st.subheader("Source")
 kind = "DuckDB store" if ctx.is_store else "bundle folder"
 st.markdown(f"Open: **{common.md(ctx.path)}** ({kind}, data version {ctx.version.partition('|')[0]})")
 if ss.get(common.SOURCE_KEY):
-    st.button("Back to the default source", on_click=lambda: ss.pop(common.SOURCE_KEY, None), key="reset_source")
+    st.button("Back to the default source", key="reset_source", on_click=lambda: (
+        ss.pop(common.SOURCE_KEY, None), common.set_state(period="whole_days", first=None, last=None)))
 
+if ss.get("upload_note"):  # above the tabs: the rerun that opened the upload shows the first tab
+    st.success(ss.pop("upload_note"))
+# The last import's result, above the tabs (its rerun may show the first tab).
+last = ss.get("import_done")
+if last:
+    counts = ", ".join(f"{t}: {n:,}" for t, n in last["counts"].items()) or "no records"
+    where = "into the store" if last["into_store"] else f"into the new bundle {common.md(last['target'])} (now open)"
+    now_v = ctx.version.partition("|")[0]
+    st.success(f"Imported {where}: {counts}. Data version {last['before']} → {now_v}.")
+    if last["unmapped"].height:
+        st.warning(f"{last['unmapped'].height:,} input records were not imported (they are not in the "
+                   f"{'store' if last['into_store'] else 'bundle'}, so the validation report below does not "
+                   "count them); the reason for each:")
+        common.table(last["unmapped"], "import_unmapped", name="import-not-imported",
+                     title="Input records not imported")
+    st.button("Dismiss", key="import_dismiss", type="tertiary", on_click=lambda: ss.pop("import_done", None))
 open_tab, upload_tab, import_tab = st.tabs(["Open a folder or store", "Upload a bundle",
                                             "Import from a source system"])
 with open_tab:
@@ -39,7 +57,7 @@ with open_tab:
                 st.error(str(exc))
             else:
                 ss[common.SOURCE_KEY] = str(p)
-                ss.pop(common.RULES_KEY, None)
+                common.set_state(period="whole_days", first=None, last=None)  # the new data's own days
                 st.rerun()
 with upload_tab:
     limit_mb = uploads.max_upload_bytes() / 1024 / 1024
@@ -50,16 +68,14 @@ with upload_tab:
     if files and st.button("Validate and open", type="primary", key="upload_go"):
         try:
             staged = uploads.stage_upload([(f.name, f.getvalue()) for f in files])
-        except uploads.UploadError as exc:
+        except (uploads.UploadError, OSError) as exc:
             st.error(f"Upload refused: {exc}")
         else:
             ss[common.SOURCE_KEY] = str(staged.root)
-            ss.pop(common.RULES_KEY, None)
+            common.set_state(period="whole_days", first=None, last=None)  # the new data's own days
             ss["upload_note"] = (f"Opened the upload ({len(staged.files)} files, "
                                  f"{staged.bundle.rejected.height} rows rejected).")
             st.rerun()
-    if ss.get("upload_note"):
-        st.success(ss.pop("upload_note"))
 with import_tab:
     from cost_engine.importers import FORMATS
 
@@ -79,29 +95,43 @@ with import_tab:
         except (uploads.UploadError, AccessError) as exc:
             st.error(f"Import refused: {exc}")
         else:
-            counts = done.result.counts()
-            st.success(", ".join(f"{t}: {n:,}" for t, n in counts.items()) or "no records")
-            if done.result.unmapped.height:
-                st.warning(f"{done.result.unmapped.height:,} rows could not be mapped:")
-                common.table(done.result.unmapped, "import_unmapped", name="import-unmapped")
+            # Rerun before showing the result: the page then reads the new data version and the
+            # stored tables, so the import's message and the validation below agree.
+            ss["import_done"] = {"counts": done.result.counts(), "unmapped": done.result.unmapped,
+                                 "into_store": done.into_store, "target": str(done.target),
+                                 "before": ctx.version.partition("|")[0]}
             if not done.into_store:
                 ss[common.SOURCE_KEY] = str(done.target)
-                st.info(f"Opened the imported bundle {common.md(str(done.target))}.")
+                common.set_state(period="whole_days", first=None, last=None)
+            st.rerun()
 
 # ---- validation ---------------------------------------------------------------------------
 st.subheader("Validation report")
 bundle = ctx.comp.bundle
-summary = views.validation_summary(bundle, views.telemetry_rows(ctx.comp))
-left, right = st.columns([2, 3])
-with left:
-    common.table(summary, "validation", name="validation-summary", height=35 * (summary.height + 1) + 3)
-with right:
+summary = views.validation_summary(bundle, views.telemetry_rows(ctx.comp)).join(
+    period_views.outside_period(ctx.comp), on="table", how="left")
+p = ctx.comp.period
+grid = st.grid(2, min_column_width=420, key="validation_grid")
+with grid.cell():
+    common.table(summary, "validation", name="validation-summary", height=35 * (summary.height + 1) + 3,
+                 title="Validation of the source's tables")
+with grid.cell():
     rej = views.rejections(bundle)
     if rej.height == 0:
-        st.success("Every row of every table was accepted.")
+        st.success("Every row the source holds passed validation (rows an import did not convert are "
+                   "listed with the import, above).")
     else:
         st.warning(f"{rej.height:,} rows rejected (first 1,000 shown; the downloads have them all).")
-        common.table(rej.head(1000), "rejections", name="rejections")
+        common.table(rej.head(1000), "rejections", name="rejections", title="Rejected rows")
+    outside = summary.filter(pl.col("outside_period").fill_null(0) > 0)
+    if outside.height:
+        tz = p.timezone
+        st.info(
+            "Rows outside the period (accepted and kept, counted in no figure of "
+            f"{p.start.astimezone(ZoneInfo(tz)):%Y-%m-%d %H:%M} – {p.end.astimezone(ZoneInfo(tz)):%Y-%m-%d %H:%M} "
+            f"{tz}): " + ", ".join(f"{r['table']} {r['outside_period']:,}" for r in outside.iter_rows(named=True))
+            + ". Choose another period in the sidebar to see them."
+        )
 gaps = views.gaps(ctx.comp)
 if gaps.height:
     st.markdown("**Coverage gaps and notes** (what the engine could not know, and how it handled it)")
@@ -115,10 +145,10 @@ cov = ctx.view("telemetry_coverage")
 t = ctx.view("totals")
 st.caption(f"{common.fmt(t['telemetry_coverage'], 'ratio')} of allocated GPU-hours have telemetry; time without "
            "it is neither active nor idle.")
-left, right = st.columns([3, 2])
-with left:
+grid = st.grid(2, min_column_width=420, key="coverage_grid")
+with grid.cell():
     common.chart(charts.coverage(cov), "coverage", name="telemetry-coverage")
-with right:
+with grid.cell():
     common.table(cov, "coverage_table", name="telemetry-coverage")
 with st.expander("Per card"):
     common.table(ctx.view("telemetry_coverage", "card"), "coverage_cards", name="telemetry-coverage-cards")
@@ -130,7 +160,8 @@ if un.height == 0:
     st.success("Every owner key maps to a project.")
 else:
     st.caption(f"These keys map to no project; {un['cost'].sum():,.2f} {ctx.currency} sits in the unattributed "
-               "bucket. Give them a project in the alias table below.")
+               "bucket (their rows passed validation: a key is not an error). Give them a project in the alias "
+               "table below.")
     common.table(un, "unattributed", name="unattributed")
 
 st.subheader("Alias table")

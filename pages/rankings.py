@@ -1,6 +1,8 @@
-"""Rankings: tenants, projects and models, with a drill-down to the raw records behind a figure.
+"""Rankings: tenants, projects and models, with a drill-down to the raw records behind a figure;
+idle treatment and inference recharge beside the ranking (they change every page: link state).
 
-Drill state lives in the URL (shareable, reopens at the same place):
+Drill state lives in the URL with the shared view keys (shareable, reopens at the same place;
+coming back to the page, by the sidebar or the browser's back button, finds the same level):
     ?level=tenants[&rank=tenant|project|model][&sort=cost|gpu_hours|tokens|cost_per_million_tokens]
     ?level=projects&tenant=T
     ?level=project&tenant=T&project=P
@@ -13,7 +15,7 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
-from cost_engine import charts, views
+from cost_engine import charts, labels, views
 from pages import common
 
 ctx = common.context()
@@ -35,9 +37,26 @@ nonce = ss["drill_nonce"]
 
 
 def nav(**params: object) -> None:
-    """Move the drill-down: new query parameters, fresh table widgets (no stale selection)."""
+    """Move the drill-down: the page's keys replaced, the shared view keys kept (one URL
+    update), fresh table widgets (no stale selection)."""
     ss["drill_nonce"] = ss.get("drill_nonce", 0) + 1
-    qp.from_dict({k: str(v) for k, v in params.items() if v not in (None, "")})
+    common.set_page_params(**params)
+
+
+def rules_beside() -> None:
+    """Idle treatment and inference recharge, next to the figures they move (link state)."""
+    a = ctx.config.allocation
+    with st.container(horizontal=True, key="ranking_rules", gap="medium", vertical_alignment="bottom"):
+        ss["rk_idle"], ss["rk_recharge"] = a.idle, a.inference_recharge
+        st.segmented_control("Idle capacity", ["separate", "proportional"], key="rk_idle", required=True,
+                             format_func=labels.IDLE_TREATMENT.get,
+                             on_change=lambda: common.set_rules(idle=ss["rk_idle"]),
+                             help="separate: idle cost is its own line (by cause, on the Idle page); proportional: "
+                                  "each pool's idle cost is charged to its owners by GPU-hours.")
+        st.segmented_control("Inference recharge", ["tokens", "requests", "none"], key="rk_recharge", required=True,
+                             format_func=lambda r: labels.RECHARGE[r].capitalize(),
+                             on_change=lambda: common.set_rules(inference_recharge=ss["rk_recharge"]),
+                             help="Move the cost of serving a model onto the projects that sent the requests.")
 
 
 def _int(value: str | None, default: int) -> int:
@@ -74,12 +93,12 @@ with st.container(horizontal=True, key="breadcrumb", vertical_alignment="center"
 
 def owner_metrics(row: dict) -> None:
     cur = ctx.currency
-    c = st.columns(5)
-    c[0].metric(f"Cost ({cur})", common.fmt(row.get("cost"), cur), border=True)
-    c[1].metric("Allocated GPU-hours", common.fmt(row.get("allocated_gpu_hours"), "GPU-h"), border=True)
-    c[2].metric("Active GPU-hours", common.fmt(row.get("active_gpu_hours"), "GPU-h"), border=True)
-    c[3].metric("Tokens sent", common.fmt(float(row.get("tokens") or 0), "tokens"), border=True)
-    c[4].metric(f"{cur} per 1M tokens", common.fmt(row.get("cost_per_million_tokens"), cur), border=True,
+    g = common.metric_grid(5, "owner_metrics")
+    g.metric(f"Cost ({cur})", common.fmt(row.get("cost"), cur), border=True)
+    g.metric("Allocated GPU-hours", common.fmt(row.get("allocated_gpu_hours"), "GPU-h"), border=True)
+    g.metric("Active GPU-hours", common.fmt(row.get("active_gpu_hours"), "GPU-h"), border=True)
+    g.metric("Tokens sent", common.fmt(float(row.get("tokens") or 0), "tokens"), border=True)
+    g.metric(f"{cur} per 1M tokens", common.fmt(row.get("cost_per_million_tokens"), cur), border=True,
                 help="What the owner paid for inference (recharged model cost) per million tokens it sent.")
 
 
@@ -90,6 +109,8 @@ def lineage_caption(**who: str | None) -> None:
         f"carrying {s['total_cost']:,.2f} {ctx.currency}."
     )
 
+
+rules_beside()
 
 # ---- level: rankings ----------------------------------------------------------------------
 if level == "tenants":
@@ -111,8 +132,8 @@ if level == "tenants":
     unit = ctx.currency if sort == "cost" else ("GPU-hours" if sort == "gpu_hours" else
                                                 ("tokens" if sort == "tokens" else f"{ctx.currency} / 1M tokens"))
     common.chart(
-        charts.ranking_bar(frame, name_col, SORT_COLUMN[sort], f"{rank.capitalize()} ranking by {SORT_LABELS[sort]}",
-                           unit),
+        charts.ranking_bar(frame, name_col, SORT_COLUMN[sort],
+                           f"{rank.capitalize()} ranking by {SORT_LABELS[sort]} ({ctx.config.boundary.name})", unit),
         f"ranking_{rank}", name=f"{rank}-ranking",
     )
     st.caption(f"Select a row to drill into a {rank}.")
@@ -149,7 +170,8 @@ elif level == "projects":
         owner_metrics(trow.row(0, named=True))
     lineage_caption(tenant=tenant)
     frame = ctx.view("rankings", "project", "cost", tenant)
-    common.chart(charts.ranking_bar(frame, "project", "cost", f"Projects of {tenant} by cost", ctx.currency),
+    common.chart(charts.ranking_bar(frame, "project", "cost", f"Projects of {tenant} by cost ({ctx.currency})",
+                                    ctx.currency),
                  "tenant_projects", name=f"projects-of-{tenant}")
     st.caption("Select a project for its models, jobs and services.")
     state = common.table(
@@ -207,6 +229,16 @@ elif level == "project":
     else:
         common.table(services, f"project_services_{nonce}", name=f"services-of-{project}")
 
+    idle_here = ctx.view("owner_idle", tenant, project)
+    if idle_here.height:
+        st.markdown("#### Idle on this project's allocations")
+        st.caption("Held idle: time the project held cards below the activity rule, by cause. Open a cause on the "
+                   "Idle page for its cards, allocations and telemetry.")
+        common.table(idle_here.with_columns(pl.Series("open", [
+            ctx.link("idle", cause=r["cause"], kind=r["kind"], owner=project) for r in idle_here.iter_rows(named=True)
+        ])), f"project_idle_{nonce}", name=f"idle-of-{project}", title=f"Idle held by {project}",
+            column_config={"open": st.column_config.LinkColumn("Idle page", display_text="open the cause ›")})
+
 # ---- level: raw records -------------------------------------------------------------------
 else:
     who = {"tenant": tenant, "project": project, "model": model}
@@ -229,7 +261,9 @@ else:
     st.caption(
         f"{TABLES[table_name]}: {page.total:,} records · page {page.page + 1} of {page.pages} · "
         f"read from the {'DuckDB store' if page.backend == 'store' else 'bundle'}"
-        + (" · `attributed_cost` is what each record contributed to this figure" if table_name != "requests" else "")
+        + (" · Attributed cost: what each record contributed to this figure; Via: how it got there (own use, "
+           "recharge from the owner serving a model, idle share, the driver that shared a cost)"
+           if table_name != "requests" else "")
     )
     if page.total == 0:
         st.info(f"No {TABLES[table_name].lower()} behind this figure.")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
-from cost_engine import charts, views
+from cost_engine import charts, labels, view_state, views
 from cost_engine.access import AccessError
 from cost_engine.config import (BOUNDARY_PRESETS, MAX_FACTOR, MAX_PRICE_PER_KWH, MAX_SAMPLE_GAP_S, MAX_SLO_MS,
                                 ConfigError, dump_config, parse_config)
@@ -122,18 +122,18 @@ if c2.button(f"Write to {cfg_path.name} beside the source", key="rules_write", i
     except (OSError, AccessError) as exc:
         st.error(f"Could not write {cfg_path}: {exc}")
     else:
-        ss.pop(common.RULES_KEY, None)
-        ss.pop(common.BOUNDARY_KEY, None)  # the sidebar starts from the saved boundary
+        common.set_state(rules=view_state.Rules())  # the view follows the file now
         ss["rules_note"] = f"Wrote {cfg_path}; the dashboard now uses it."
         st.rerun()
 
 
 def apply_b() -> None:
-    ss[common.RULES_KEY] = rules_b.model_dump_json()
-    ss.pop(common.BOUNDARY_KEY, None)  # the sidebar starts from B's boundary
+    """B becomes the view's rules: in the URL, so a copied link carries them."""
+    common.set_state(rules=view_state.rules_of(rules_b, ctx.base_config))
 
 
-c3.button("Use B in the dashboard (this session)", on_click=apply_b, key="rules_apply", icon=":material/check:")
+c3.button("Use B in the dashboard (this view and its link)", on_click=apply_b, key="rules_apply",
+          icon=":material/check:")
 if ss.get("rules_note"):
     st.success(ss.pop("rules_note"))
 with st.expander("TOML of rule set B"):
@@ -144,10 +144,21 @@ comp_a, comp_b = ctx.comp, common.computation(b)
 if b == a:
     st.info("B equals A: change a rule above to compare.")
 totals = views.compare_totals(comp_a, comp_b, ctx.filters)
-common.table(totals, "compare_totals", name="rules-compare-totals")
+names = {m: labels.column(m, ctx.currency) for m in totals["measure"].to_list()}
+ratios = [m for m in names if labels.unit_of(m) == "ratio"]  # shown in % (their label says so)
+shown = totals.with_columns(
+    *(pl.when(pl.col("measure").is_in(ratios)).then(pl.col(c) * 100).otherwise(pl.col(c)).alias(c)
+      for c in ("a", "b", "difference")),
+    pl.col("measure").replace(names),
+)
+common.table(shown, "compare_totals", name="rules-compare-totals",
+             title="Totals under rule set A and B",
+             column_config={"a": st.column_config.NumberColumn("A (current)", format="%.3f"),
+                            "b": st.column_config.NumberColumn("B (edited)", format="%.3f"),
+                            "difference": st.column_config.NumberColumn("Difference", format="%+.3f")})
 level = st.segmented_control("Owners", ["tenant", "project"], default="tenant", required=True,
                              format_func={"tenant": "By tenant", "project": "By project"}.get, key="r_level") or "tenant"
 frame = views.compare_rules(comp_a, comp_b, level, ctx.filters)
 common.chart(charts.compare_rules(frame, level, ctx.currency, "A (current)", "B (edited)"), f"compare_{level}",
              name=f"rules-compare-{level}")
-common.table(frame, f"compare_{level}_table", name=f"rules-compare-{level}")
+common.table(frame, f"compare_{level}_table", name=f"rules-compare-{level}", title=f"Cost per {level} under A and B")

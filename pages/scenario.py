@@ -8,6 +8,7 @@ from pathlib import Path
 import plotly.graph_objects as go
 import streamlit as st
 
+from cost_engine import labels
 from cost_engine import scenario as sl
 from pages import common
 
@@ -40,7 +41,7 @@ if calibrated:
 
     loaded, filled = calibrate_from_report(loaded, common.report())
     st.caption("Measured figures used, and where each came from:")
-    st.dataframe(filled, hide_index=True)
+    common.table(filled, "scenario_calibration", about=[("scenario", source)], title="Calibration from the fleet")
 tag = hashlib.sha1((text + str(calibrated)).encode("utf-8")).hexdigest()[:10]
 
 # ---- Inputs ---------------------------------------------------------------
@@ -54,10 +55,13 @@ with st.form(f"scenario-inputs-{tag}"):
             for i, (field, value) in enumerate(fields.items()):
                 key = f"{tag}:{section}:{field}"
                 with cols[i % 3]:
+                    text = labels.humanize(field)
                     if sl.is_integer_field(field):
-                        edits[section][field] = int(st.number_input(field, value=int(value), step=1, key=key))
+                        edits[section][field] = int(st.number_input(text, value=int(value), step=1, key=key,
+                                                                    help=f"`{field}` in the TOML"))
                     else:
-                        edits[section][field] = float(st.number_input(field, value=float(value), format="%g", key=key))
+                        edits[section][field] = float(st.number_input(text, value=float(value), format="%g", key=key,
+                                                                      help=f"`{field}` in the TOML"))
     st.form_submit_button("Recalculate")
 
 try:
@@ -67,17 +71,20 @@ except sl.ScenarioError as exc:
     scenario = loaded
 
 summary = sl.workload_summary(scenario)
-c1, c2, c3, c4 = st.columns(4)
-c1.metric("Tokens / month", f"{summary['tokens_per_month']:.3g}")
-c2.metric("Output tokens/s (avg / peak)", f"{summary['avg_output_tokens_per_s']:,.0f} / {summary['peak_output_tokens_per_s']:,.0f}")
-c3.metric("Peak to average", f"{summary['peak_to_average']:.2f}x")
-c4.metric("Horizon", f"{summary['months']} months, {summary['growth_per_month']:.1%}/month")
+about = [("scenario", loaded.name), ("file", source), ("currency", scenario.currency)]
+g = common.metric_grid(4, "scenario_metrics")
+g.metric("Tokens / month", labels.compact(summary["tokens_per_month"]), border=True,
+         help=f"Exact: {summary['tokens_per_month']:,.0f} tokens.")
+g.metric("Output tokens/s (avg / peak)",
+         f"{summary['avg_output_tokens_per_s']:,.0f} / {summary['peak_output_tokens_per_s']:,.0f}", border=True)
+g.metric("Peak to average", f"{summary['peak_to_average']:.2f}x", border=True)
+g.metric("Horizon", f"{summary['months']} months, {summary['growth_per_month']:.1%}/month", border=True)
 
 # ---- Results --------------------------------------------------------------
 results = sl.evaluate(scenario)
 frame = sl.results_frame(results)
 st.subheader("Results (first month)")
-st.dataframe(frame, hide_index=True)
+common.table(frame, "scenario_results", name="scenario-results", about=about, title="Scenario results (first month)")
 
 names = [r.name for r in results]
 bar = go.Figure(
@@ -88,14 +95,16 @@ bar = go.Figure(
         name="$ / 1M tokens",
     )
 )
-bar.update_layout(title="$ per 1M tokens (blended)", yaxis_title=f"{scenario.currency} per 1M tokens", height=380)
-st.plotly_chart(bar, key="scenario-bar")
+bar.update_layout(title=f"Cost per 1M tokens, blended ({scenario.currency})",
+                  yaxis_title=f"{scenario.currency} per 1M tokens", height=380)
+common.chart(bar, "scenario_bar", name="scenario-cost-per-million", about=about)
 
 stack = go.Figure(
-    [go.Bar(x=names, y=[r.breakdown[cat] for r in results], name=cat) for cat in sl.CATEGORIES]
+    [go.Bar(x=names, y=[r.breakdown[cat] for r in results], name=labels.humanize(cat)) for cat in sl.CATEGORIES]
 )
-stack.update_layout(barmode="stack", title="Monthly cost by TCO category", yaxis_title=scenario.currency, height=380)
-st.plotly_chart(stack, key="scenario-stack")
+stack.update_layout(barmode="stack", title=f"Monthly cost by TCO category ({scenario.currency})",
+                    yaxis={"title": f"Cost per month ({scenario.currency})", "tickformat": ",.0f"}, height=380)
+common.chart(stack, "scenario_stack", name="scenario-monthly-cost", about=about)
 
 notes = [f"**{r.name}**: {n}" for r in results for n in r.notes]
 if notes:
@@ -107,7 +116,7 @@ st.subheader("Sensitivity")
 param = st.selectbox(
     "Parameter",
     list(sl.SWEEP_PARAMETERS),
-    format_func=lambda p: f"{p}: {sl.SWEEP_PARAMETERS[p]}",
+    format_func=lambda p: f"{labels.humanize(p)}: {sl.SWEEP_PARAMETERS[p]}",
     key="scenario-sweep-param",
 )
 try:
@@ -121,10 +130,13 @@ else:
         lines.add_trace(
             go.Scatter(x=part["value"].to_list(), y=part[metric].to_list(), mode="lines+markers", name=name[0])
         )
-    lines.update_layout(title=f"{metric} vs {param}", xaxis_title=param, yaxis_title=metric, height=400)
-    st.plotly_chart(lines, key="scenario-sweep")
+    lines.update_layout(title=f"{labels.column(metric, scenario.currency)} by {labels.humanize(param).lower()}",
+                        xaxis_title=labels.humanize(param), yaxis_title=labels.column(metric, scenario.currency),
+                        height=400)
+    common.chart(lines, "scenario_sweep", name=f"scenario-sweep-{param}", about=about)
     with st.expander("Sweep table"):
-        st.dataframe(swept, hide_index=True)
+        common.table(swept, "scenario_sweep_table", name=f"scenario-sweep-{param}", about=about,
+                     title=f"Sweep of {labels.humanize(param).lower()}")
 
 # ---- Break-even -----------------------------------------------------------
 st.subheader("Break-even")
@@ -138,7 +150,8 @@ if len(names) >= 2:
         be = sl.break_even(scenario, a, b)
         m1, m2 = st.columns(2)
         if be.volume_tokens is not None:
-            m1.metric("Break-even volume (tokens/month)", f"{be.volume_tokens:.4g}", f"{be.volume_scale:.3g}x scenario")
+            m1.metric("Break-even volume (tokens/month)", labels.compact(be.volume_tokens),
+                      f"{be.volume_scale:.3g}x scenario", help=f"Exact: {be.volume_tokens:,.0f} tokens per month.")
             m1.caption(
                 f"{be.cheaper_below} cheaper below, {be.cheaper_above} above; monthly cost there: "
                 f"{a} {be.monthly_cost_a:,.0f}, {b} {be.monthly_cost_b:,.0f}"
@@ -160,7 +173,8 @@ if len(names) >= 2:
         fig = go.Figure()
         for name, part in cum.partition_by("option", as_dict=True, maintain_order=True).items():
             fig.add_trace(go.Scatter(x=part["month"].to_list(), y=part["cumulative_cash"].to_list(), name=name[0]))
-        fig.update_layout(title="Cumulative cash (capex when bought, residual at end of life)", xaxis_title="month", yaxis_title=scenario.currency, height=380)
-        st.plotly_chart(fig, key="scenario-cumulative")
+        fig.update_layout(title="Cumulative cash (capex when bought, residual at end of life)", xaxis_title="month",
+                          yaxis={"title": f"Cumulative cash ({scenario.currency})", "tickformat": ",.0f"}, height=380)
+        common.chart(fig, "scenario_cumulative", name="scenario-cumulative-cash", about=about)
 else:
     st.info("Break-even needs at least two options.")

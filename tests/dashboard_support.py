@@ -11,6 +11,7 @@ ROOT = Path(__file__).resolve().parent.parent
 APP = ROOT / "app.py"
 SAMPLE = ROOT / "sample_data" / "fleet-week"
 CHROMIUM = "/usr/bin/chromium"
+SHOTS = ROOT / "test-output" / "screenshots"
 
 EVIL_TENANT = "<script>alert(1)</script>"
 EVIL_PROJECT = "<b>bold-project</b>"
@@ -103,8 +104,11 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def streamlit_server(env_extra: dict[str, str], log_path: Path):
-    """`streamlit run app.py` on a free loopback port; yields its URL, stops it after."""
+def streamlit_server(env_extra: dict[str, str], log_path: Path, cwd: Path | None = None):
+    """`streamlit run app.py` on a free loopback port; yields its URL, stops it after.
+
+    `cwd`: the server's working folder (default: the repository), for tests of paths relative
+    to it; the repository's .streamlit/config.toml is copied there so the app runs as shipped."""
     import os
     import subprocess
     import sys
@@ -113,12 +117,15 @@ def streamlit_server(env_extra: dict[str, str], log_path: Path):
 
     port = free_port()
     env = dict(os.environ, **env_extra)
+    if cwd is not None:
+        (cwd / ".streamlit").mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / ".streamlit" / "config.toml", cwd / ".streamlit" / "config.toml")
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port), "--server.headless",
+            [sys.executable, "-m", "streamlit", "run", str(APP), "--server.port", str(port), "--server.headless",
              "true", "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
              "--server.fileWatcherType", "none"],
-            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+            cwd=cwd or ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
         )
         url = f"http://127.0.0.1:{port}"
         try:
@@ -149,3 +156,131 @@ def stop(proc) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+
+
+# ------------------------------------------------------------------------- browser helpers
+# Every wait is for a state of the page (the script's run state, an element, a text), never a
+# fixed time; the short polls below only re-check such a state.
+
+
+def settle(pg, timeout: float = 90.0, quiet: float = 1.2, *, title: bool = True) -> None:
+    """Wait until Streamlit has finished running the script (and any rerun it triggered): the app
+    reports `notRunning` continuously for `quiet` seconds and (with `title`) the page has its
+    title; pages that stop before one (no access) pass title=False."""
+    import time
+
+    state = ("() => { const a = document.querySelector('[data-testid=\"stApp\"]');"
+             " return a ? a.getAttribute('data-test-script-state') : null }")
+    deadline = time.monotonic() + timeout
+    calm_since = None
+    while time.monotonic() < deadline:
+        ok = pg.evaluate(state) == "notRunning" and (not title or pg.locator("h1").count() > 0)
+        now = time.monotonic()
+        if not ok:
+            calm_since = None
+        elif calm_since is None:
+            calm_since = now
+        elif now - calm_since >= quiet:
+            return
+        pg.wait_for_timeout(100)
+    raise AssertionError("Streamlit did not finish running in time")
+
+
+def charts_drawn(pg, timeout: float = 90_000) -> None:
+    """Wait until every Plotly chart on the page has drawn its SVG (the chart code loads lazily)."""
+    pg.wait_for_function(
+        "() => [...document.querySelectorAll('[data-testid=\"stPlotlyChart\"]')]"
+        ".every(c => c.querySelector('.main-svg'))",
+        timeout=timeout,
+    )
+
+
+def open_url(pg, url: str) -> None:
+    pg.goto(url)
+    pg.wait_for_selector('[data-testid="stApp"]')
+    settle(pg)
+
+
+def shot(pg, name: str, folder: Path = SHOTS) -> Path:
+    """A screenshot of the whole page at the page's width (the app scrolls inside its main
+    block, so the viewport grows to its height, then goes back)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    charts_drawn(pg)
+    before = pg.viewport_size or {"width": 1400, "height": 1000}
+    height = pg.evaluate("() => { const m = document.querySelector('[data-testid=\"stMain\"]');"
+                         " return m ? m.scrollHeight : 1000 }")
+    pg.set_viewport_size({"width": before["width"], "height": min(max(1000, height + 40), 8000)})
+    # Elements scrolled into view render lazily: wait for their placeholders to go.
+    pg.wait_for_function(
+        "() => !document.querySelector('[data-testid=\"stSkeleton\"], [data-testid=\"stSkeletonElement\"]')",
+        timeout=30_000,
+    )
+    charts_drawn(pg)
+    settle(pg)  # a resize can rerun what depends on the width: wait for the page, not for time
+    charts_drawn(pg)
+    path = folder / f"{name}.png"
+    pg.screenshot(path=str(path), full_page=True)
+    pg.set_viewport_size(before)
+    return path
+
+
+def no_exceptions(pg) -> None:
+    """No traceback on the page, and no error that escaped a page (app.py turns those into a
+    message: the test fails on it all the same)."""
+    assert pg.locator('[data-testid="stException"]').count() == 0, pg.locator(
+        '[data-testid="stException"]').first.inner_text()
+    escaped = pg.get_by_text("Something went wrong on")
+    assert escaped.count() == 0, escaped.first.inner_text()
+
+
+def click_row(pg, table_index: int, row: int) -> None:
+    """Select a data row of the n-th st.dataframe by its row-marker cell (the grid is a canvas)."""
+    grid = pg.locator('[data-testid="stDataFrame"]').nth(table_index)
+    grid.scroll_into_view_if_needed()
+    box = grid.bounding_box()
+    pg.mouse.click(box["x"] + 16, box["y"] + 35 * (row + 1) + 17)
+
+
+def grid_cells(pg, table_index: int) -> list[str]:
+    """The cell texts of the n-th st.dataframe (its accessible table mirrors the visible rows).
+
+    The grid draws its cells after the script has finished; on a busy machine that can be
+    seconds later, so wait for the cells (a state), not for time."""
+    grid = pg.locator('[data-testid="stDataFrame"]').nth(table_index)
+    grid.locator("table[role=grid] td").first.wait_for(state="attached", timeout=60_000)
+    return [t.strip() for t in grid.locator("table[role=grid] td").all_inner_texts()]
+
+
+def grid_with(pg, table_index: int, texts: list[str], timeout: float = 60_000) -> list[str]:
+    """The cell texts of the n-th st.dataframe once they hold every one of `texts`.
+
+    The grid's accessible table fills in after the script has finished, and not all at once:
+    reading it as soon as one cell is there can miss rows (issue 20 item 13). Wait for the
+    cells the test is about, then read them all."""
+    pg.wait_for_function(
+        """([i, want]) => { const g = document.querySelectorAll('[data-testid="stDataFrame"]')[i];
+            if (!g) return false;
+            const cells = new Set([...g.querySelectorAll('table[role=grid] td')].map(c => c.innerText.trim()));
+            return want.every(w => cells.has(w)); }""",
+        arg=[table_index, texts], timeout=timeout,
+    )
+    return grid_cells(pg, table_index)
+
+
+def chart_titled(pg, prefix: str, timeout: float = 90_000):
+    """The Plotly chart whose title starts with `prefix` (SVG text is matched by its text
+    content: Playwright's has_text does not see it)."""
+    # the page draws its charts after the script has finished: wait for this one (a state)
+    pg.wait_for_function(
+        """(p) => [...document.querySelectorAll('[data-testid="stPlotlyChart"] .gtitle')]
+                  .some(t => (t.textContent || '').startsWith(p))""", arg=prefix, timeout=timeout)
+    charts_drawn(pg)
+    for chart in pg.locator('[data-testid="stPlotlyChart"]').all():
+        if any((t or "").startswith(prefix) for t in svg_texts(chart, ".gtitle")):
+            return chart
+    raise AssertionError(f"no chart titled {prefix!r}")
+
+
+def svg_texts(locator, selector: str) -> list[str]:
+    """The text content of the SVG elements matching `selector` (innerText is empty for SVG)."""
+    return [t.text_content() or "" for t in locator.locator(selector).all()]

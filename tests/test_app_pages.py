@@ -12,7 +12,7 @@ from datetime import date
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from cost_engine import api, views
+from cost_engine import api, labels, view_state, views
 from cost_engine.config import load_config
 from cost_engine.report import build_report
 from pages import common
@@ -27,10 +27,18 @@ def sample_source(monkeypatch):
     monkeypatch.setenv("AILEDGER_SOURCE", str(SAMPLE))
 
 
+def view(**kw) -> dict:
+    """Session state holding a view (period, rules, filters: what the sidebar and a link set).
+    Default: all the data, the source's own period, so the page's figures are `build_report`'s."""
+    return {common.STATE_KEY: view_state.ViewState(**{"period": "all_data", **kw}).model_dump_json()}
+
+
 def open_page(page: str, *, query: dict | None = None, state: dict | None = None) -> AppTest:
-    """The app through its router, on `page`, with sidebar state and query parameters injected."""
+    """The app through its router, on `page`, with a view (default `view()`: all the data), other
+    session state and query parameters injected."""
     at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
-    for k, v in (state or {}).items():
+    state = {**view(), **(state or {})}
+    for k, v in state.items():
         at.session_state[k] = v
     at.run()
     if page != "overview":
@@ -87,8 +95,23 @@ def test_every_page_runs_with_the_shared_sidebar(page):
         return
     # The router's sidebar is there on every page: period, boundary and the four filters.
     assert len(at.sidebar.multiselect) == 4
-    assert at.sidebar.selectbox[0].value == "fully_loaded"
+    assert at.selectbox(key=common.BOUNDARY_KEY).value == "fully_loaded"
+    assert at.selectbox(key=common.PERIOD_KEY).value == "all_data"
     assert not at.error
+
+
+def test_the_default_view_is_the_whole_local_days():
+    """Item 6: the sample runs 02:00 to 02:00 Europe/Berlin (2026-10-05T00Z .. 2026-10-12T00Z);
+    a fresh view shows the six whole local days 2026-10-06 .. 2026-10-11, no 2-hour last day."""
+    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT).run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert at.selectbox(key=common.PERIOD_KEY).value == "whole_days"
+    assert "2026-10-06 to 2026-10-11 (6 days), Europe/Berlin" in shown(at.caption[0].value)
+    trend = chart_titled(at, "Trend by day")
+    assert trend["data"][0]["x"][0].startswith("2026-10-06") and trend["data"][0]["x"][-1].startswith("2026-10-11")
+    assert len(trend["data"][0]["x"]) == 6 and not trend["layout"].get("annotations")
+    # and the URL names the view
+    assert at.query_params["period"] == "whole_days" and at.query_params["boundary"] == "fully_loaded"
 
 
 def test_pages_run_on_their_own_too():
@@ -137,7 +160,7 @@ def test_overview_numbers_are_the_report(rep):
 def test_sidebar_filters_reach_every_page(comp):
     f = views.Filters(tenants=["research"])
     t = views.totals(comp, f)
-    state = {common.FILTER_KEYS["tenants"]: ["research"]}
+    state = view(filters=f)
     at = open_page("overview", state=state)
     assert metrics(at)["Total cost (USD)"] == fmt(t["cost"], "USD")
     assert "tenants: research" in shown(at.caption[0].value)
@@ -147,7 +170,7 @@ def test_sidebar_filters_reach_every_page(comp):
     assert energy["GPU energy (kWh)"] == fmt(t["energy_kwh_gpu"], "kWh")
     ranks = open_page("rankings", state=state).dataframe[0].value
     assert list(ranks["tenant"]) == ["research"]
-    pool_state = {common.FILTER_KEYS["pools"]: ["h100-train"]}
+    pool_state = view(filters=views.Filters(pools=["h100-train"]))
     idle = open_page("idle", state=pool_state)
     backlog = idle.dataframe[0].value
     want = views.idle_by_cause(comp, views.Filters(pools=["h100-train"]))
@@ -156,13 +179,13 @@ def test_sidebar_filters_reach_every_page(comp):
 
 def test_sidebar_boundary_and_period_recompute(comp):
     narrow = build_report(api.run(SAMPLE, config=views.config_with(comp.config, boundary="narrow")))
-    at = open_page("overview", state={common.BOUNDARY_KEY: "narrow"})
+    at = open_page("overview", state=view(rules=view_state.Rules(boundary="narrow")))
     assert metrics(at)["Total cost (USD)"] == fmt(narrow["totals"]["cost"], "USD")
     assert "boundary **narrow**" in shown(at.caption[0].value)
     days = (date(2026, 10, 6), date(2026, 10, 7))
     cfg = views.period_config(comp.config, comp, *days)
     two_days = build_report(api.run(SAMPLE, config=cfg))
-    at = open_page("overview", state={common.PERIOD_KEY: days})
+    at = open_page("overview", state=view(period="custom", first=days[0], last=days[1]))
     assert metrics(at)["Total cost (USD)"] == fmt(two_days["totals"]["cost"], "USD")
     trend = chart_titled(at, "Trend by day")
     assert trend["data"][0]["x"] == [r["day"] for r in two_days["trend"]]
@@ -204,9 +227,9 @@ def test_rankings_drill_project(rep):
     at = open_page("rankings", query={"level": "project", "tenant": "product", "project": "code-copilot"})
     row = next(r for r in rep["by_project"] if r["project"] == "code-copilot")
     assert metrics(at)["Cost (USD)"] == fmt(row["cost"], "USD")
-    models = at.dataframe[0].value
+    models = frame_with(at, "model", "tokens")
     assert models["tokens"].sum() == row["input_tokens"] + row["cached_input_tokens"] + row["output_tokens"]
-    jobs = at.dataframe[1].value
+    jobs = frame_with(at, "job", "workload", "allocated_gpu_hours")
     assert jobs["allocated_gpu_hours"].sum() == pytest.approx(row["allocated_gpu_hours"])
     button = next(b for b in at.button if b.label.startswith("Raw records"))
     button.click().run()
@@ -244,15 +267,16 @@ def test_rankings_records_from_a_store(tmp_path, monkeypatch, comp):
 
 def test_idle_page(comp, rep):
     at = open_page("idle")
-    pills = at.get("button_group")[-1] if at.get("button_group") else None
-    assert pills is not None
-    text = json.dumps([str(o) for o in pills.proto.options] if hasattr(pills.proto, "options") else str(pills.proto))
+    # the cause pills (the sidebar's bucket control and the measure are button groups too)
+    groups = [json.dumps([str(o) for o in g.proto.options], ensure_ascii=False) for g in at.get("button_group")]
+    text = next((t for t in groups if " GPU-h" in t and " · " in t), None)
+    assert text is not None, groups
     for r in rep["idle"]:
-        assert r["cause"] in text
+        assert labels.cause_kind(r["cause"], r["kind"]) in text  # words, not snake_case (item 10)
     stacked = chart_titled(at, "Idle GPU-hours by day and cause")
     assert sum(sum(t["y"]) for t in stacked["data"]) == pytest.approx(sum(r["gpu_hours"] for r in rep["idle"]))
     backlog = at.dataframe[0].value
-    assert set(backlog["cause"]) == {r["cause"] for r in rep["idle"]}
+    assert set(backlog["cause"]) == {labels.cause(r["cause"]) for r in rep["idle"]}
     m = metrics(at)
     assert m["Idle rate"] == fmt(rep["totals"]["idle_rate"], "ratio")
 
@@ -362,7 +386,7 @@ def test_rules_page_compares_and_saves(tmp_path, monkeypatch, comp):
     assert not at.exception
     narrow = build_report(api.run(folder, config=views.config_with(comp.config, boundary="narrow")))
     totals = at.dataframe[1].value
-    cost = totals[totals["measure"] == "cost"].iloc[0]
+    cost = totals[totals["measure"] == "Cost (USD)"].iloc[0]  # measures in words with units (item 10)
     assert cost["a"] == pytest.approx(9767.980897, rel=1e-6) and cost["b"] == pytest.approx(narrow["totals"]["cost"])
     by_tenant = at.dataframe[2].value
     want = {r["tenant"]: r["cost"] for r in narrow["by_tenant"]}
@@ -386,7 +410,9 @@ def test_rules_apply_in_session(comp):
     at.number_input(key="r_pue").set_value(1.5).run()
     next(b for b in at.button if b.label.startswith("Use B")).click().run()
     assert not at.exception
-    assert json.loads(at.session_state[common.RULES_KEY])["energy"]["pue"] == 1.5
+    # B became the view's rules: in the session's view state, and so in the link
+    assert view_state.ViewState.model_validate_json(at.session_state[common.STATE_KEY]).rules.pue == 1.5
+    assert at.query_params["pue"] == "1.5"
     at.switch_page("pages/energy.py").run()
     b = api.run(SAMPLE, config=views.config_with(comp.config, pue=1.5))
     assert metrics(at)["Facility energy (kWh)"] == fmt(build_report(b)["totals"]["energy_kwh_facility"], "kWh")

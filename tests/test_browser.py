@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import io
 import re
-import time
 import zipfile
 from pathlib import Path
 
@@ -17,14 +16,19 @@ from tests.dashboard_support import (
     EVIL_TENANT,
     PAGES,
     ROOT,
+    click_row,
+    grid_cells,
     make_store,
+    no_exceptions,
+    open_url,
+    settle,
+    shot,
     streamlit_server,
     write_html_bundle,
 )
 
 pytestmark = pytest.mark.browser
 
-SHOTS = ROOT / "test-output" / "screenshots"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
@@ -56,41 +60,6 @@ def page(browser):
     context.close()
 
 
-def settle(pg, timeout: float = 90.0, quiet: float = 1.2) -> None:
-    """Wait until Streamlit has finished running the script (and any rerun it triggered): the app
-    reports `notRunning` continuously for `quiet` seconds and the page has its title."""
-    state = ("() => { const a = document.querySelector('[data-testid=\"stApp\"]');"
-             " return a ? a.getAttribute('data-test-script-state') : null }")
-    deadline = time.monotonic() + timeout
-    calm_since = None
-    while time.monotonic() < deadline:
-        ok = pg.evaluate(state) == "notRunning" and pg.locator("h1").count() > 0
-        now = time.monotonic()
-        if not ok:
-            calm_since = None
-        elif calm_since is None:
-            calm_since = now
-        elif now - calm_since >= quiet:
-            return
-        pg.wait_for_timeout(100)
-    raise AssertionError("Streamlit did not finish running in time")
-
-
-def charts_drawn(pg, timeout: float = 30_000) -> None:
-    """Wait until every Plotly chart on the page has drawn its SVG (the chart code loads lazily)."""
-    pg.wait_for_function(
-        "() => [...document.querySelectorAll('[data-testid=\"stPlotlyChart\"]')]"
-        ".every(c => c.querySelector('.main-svg'))",
-        timeout=timeout,
-    )
-
-
-def open_url(pg, url: str) -> None:
-    pg.goto(url)
-    pg.wait_for_selector('[data-testid="stApp"]')
-    settle(pg)
-
-
 @contextlib.contextmanager
 def whole_page(pg):
     """The whole page in the viewport, every element drawn (the app scrolls inside its main block
@@ -109,29 +78,6 @@ def whole_page(pg):
         pg.set_viewport_size({"width": 1400, "height": 1000})
 
 
-def shot(pg, name: str) -> None:
-    """A screenshot of the whole page."""
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    charts_drawn(pg)
-    with whole_page(pg):
-        charts_drawn(pg)
-        pg.wait_for_timeout(500)
-        pg.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
-
-
-def no_exceptions(pg) -> None:
-    assert pg.locator('[data-testid="stException"]').count() == 0, pg.locator(
-        '[data-testid="stException"]').first.inner_text()
-
-
-def click_row(pg, table_index: int, row: int) -> None:
-    """Select a data row of the n-th st.dataframe by its row-marker cell (the grid is a canvas)."""
-    grid = pg.locator('[data-testid="stDataFrame"]').nth(table_index)
-    grid.scroll_into_view_if_needed()
-    box = grid.bounding_box()
-    pg.mouse.click(box["x"] + 16, box["y"] + 35 * (row + 1) + 17)
-
-
 @contextlib.contextmanager
 def fresh_page(browser, url: str):
     """The URL alone, opened in a fresh browser session (no state carried over), without errors."""
@@ -142,16 +88,6 @@ def fresh_page(browser, url: str):
         yield other
     finally:
         other.context.close()
-
-
-def grid_cells(pg, table_index: int) -> list[str]:
-    """The cell texts of the n-th st.dataframe (its accessible table mirrors the visible rows).
-
-    The grid draws its cells after the script has finished; on a busy machine that can be
-    seconds later, so wait for the cells (a state), not for time."""
-    grid = pg.locator('[data-testid="stDataFrame"]').nth(table_index)
-    grid.locator("table[role=grid] td").first.wait_for(state="attached", timeout=60_000)
-    return [t.strip() for t in grid.locator("table[role=grid] td").all_inner_texts()]
 
 
 # --------------------------------------------------------------------------------------------- tests
@@ -201,21 +137,21 @@ def test_rankings_drill_down_and_shareable_url(server, page, browser):
 
 
 def test_idle_page_lists_causes(server, page):
-    from cost_engine import api
+    from cost_engine import api, labels
     from cost_engine.report import build_report
 
-    open_url(page, f"{server}/idle")
+    open_url(page, f"{server}/idle?period=all_data")  # the source's whole period: build_report's
     no_exceptions(page)
-    causes = {r["cause"] for r in build_report(api.run(ROOT / "sample_data" / "fleet-week"))["idle"]}
-    pills = page.locator('[data-testid="stButtonGroup"]').last
+    idle = build_report(api.run(ROOT / "sample_data" / "fleet-week"))["idle"]
+    pills = page.locator('[data-testid="stButtonGroup"]').filter(has_text=re.compile(r"\((free|held)\) ·"))
     text = pills.inner_text()
-    for cause in causes:
-        assert cause in text
-    pills.get_by_text(re.compile("^underutilized")).click()
+    for r in idle:  # causes in words with their kind: "Underutilized (held)", not "underutilized"
+        assert labels.cause_kind(r["cause"], r["kind"]) in text
+    pills.get_by_text(re.compile(r"^Underutilized \(held\)")).click()
     page.wait_for_url(re.compile(r"cause=underutilized"))
     settle(page)
     no_exceptions(page)
-    assert page.get_by_role("heading", name=re.compile("^Behind underutilized")).count() == 1
+    assert page.get_by_role("heading", name=re.compile(r"^Behind Underutilized \(held\)")).count() == 1
     assert page.get_by_role("heading", name="Card telemetry").count() == 1
     shot(page, "idle-cause")
 

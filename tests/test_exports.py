@@ -116,7 +116,8 @@ def test_review_pack_has_the_named_files(pack, comp):
     assert by_tenant["tenant"].to_list() == views.rankings(comp, None, "tenant")["tenant"].to_list()
     assert pl.read_csv(io.BytesIO(z.read("tables/by_model.csv"))).height == comp.models.height
     summary = z.read("summary.html").decode()
-    assert "2026-10-05T00:00:00+00:00" in summary and "fully_loaded" in summary
+    # the period in the page's time zone (issue 20 item 6): 2026-10-05T00:00Z is 02:00 in Berlin (CEST)
+    assert "2026-10-05 02:00 to 2026-10-12 02:00 Europe/Berlin" in summary and "fully_loaded" in summary
     assert "9,767.98" in summary  # total cost
     assert "Europe/Berlin" in summary
 

@@ -40,15 +40,19 @@ SUMMARY_FILE = "summary.html"
 REVIEW_PACK_FILES = (SUMMARY_FILE, *CHART_FILES.values(), *TABLE_FILES.values())
 
 
-def overview_figures(comp: Computation, filters: views.Filters | None = None) -> dict[str, go.Figure]:
-    """The Overview's charts (the page and the pack draw the same figures)."""
+def overview_figures(comp: Computation, filters: views.Filters | None = None, grain: str = "day"
+                     ) -> dict[str, go.Figure]:
+    """The Overview's charts (the page and the pack draw the same figures); the trend in
+    `grain` buckets (day, week, month) with partial buckets marked."""
+    from .. import period_views
+
     cur, tz = comp.period.currency, comp.period.timezone
     week = views.idle_this_week(comp, filters)
     return {
         "spend_by_tenant": charts.spend_by_tenant(views.top_tenants(comp, filters, 10), cur),
-        "trend": charts.trend(views.trend(comp, filters), cur, tz),
+        "trend": charts.trend(period_views.trend_buckets(comp, filters, grain), cur, tz, grain),
         "idle_this_week": charts.idle_by_cause(
-            week, "gpu_hours", f"Idle GPU-hours this week (from {views.week_start(comp):%a %d %b})"
+            week, "gpu_hours", f"Idle GPU-hours this week (from {views.week_start(comp):%a %d %b})", cur
         ),
     }
 
@@ -59,6 +63,13 @@ def ranking_tables(comp: Computation, filters: views.Filters | None = None) -> d
         "by_project": views.rankings(comp, filters, "project"),
         "by_model": views.rankings(comp, filters, "model"),
     }
+
+
+def _local(t: datetime, tz: str) -> str:
+    """An instant as the dashboard shows it: wall-clock time in the period's time zone."""
+    from zoneinfo import ZoneInfo
+
+    return t.astimezone(ZoneInfo(tz)).strftime("%Y-%m-%d %H:%M")
 
 
 def _e(v: object) -> str:
@@ -123,7 +134,7 @@ td.n{{text-align:right;font-variant-numeric:tabular-nums}}
 </style></head><body>
 <h1>{_e(doc_title)}</h1>
 <div class="meta">
-<div><b>Period</b>: {_e(p.start.isoformat())} to {_e(p.end.isoformat())} (reported in {_e(p.timezone)}, {_e(p.currency)})</div>
+<div><b>Period</b>: {_e(_local(p.start, p.timezone))} to {_e(_local(p.end, p.timezone))} {_e(p.timezone)} ({_e(p.currency)})</div>
 <div><b>Boundary</b>: {_e(cfg.boundary.name)} ({_e(", ".join(cfg.boundary.included))})</div>
 <div><b>Filters</b>: {_e(f.describe())}</div>
 <div><b>Idle treatment</b>: {_e(cfg.allocation.idle)}; <b>activity</b>: {_e(cfg.activity.mode)} {_e(cfg.activity.threshold_pct)} %;
