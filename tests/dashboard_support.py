@@ -93,47 +93,49 @@ def make_store(folder: Path, bundle_dir: Path = SAMPLE) -> Path:
     return db
 
 
-def free_port() -> int:
-    import socket
+def bound_url(proc, log_path: Path, timeout: float = 120) -> str:
+    """The URL a Streamlit server started with port 0 prints once it has bound its port (the
+    system picks a free one, so no port is chosen here and released before the server takes it);
+    then its health check answers. Fails with the log's tail if the server exits or never binds."""
+    import re
+    import subprocess
+    import time
+    import urllib.request
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    deadline = time.monotonic() + timeout
+    while True:
+        found = re.search(r"URL: (http://127\.0\.0\.1:\d+)", Path(log_path).read_text())
+        if found:
+            break
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError("the server did not start:\n" + Path(log_path).read_text()[-3000:])
+        try:
+            proc.wait(timeout=0.2)  # wait on the process itself: an exit ends the wait at once
+        except subprocess.TimeoutExpired:
+            pass
+    url = found.group(1)
+    with urllib.request.urlopen(f"{url}/_stcore/health", timeout=30) as r:
+        assert r.status == 200
+    return url
 
 
 @contextlib.contextmanager
 def streamlit_server(env_extra: dict[str, str], log_path: Path):
-    """`streamlit run app.py` on a free loopback port; yields its URL, stops it after."""
+    """`streamlit run app.py` on a loopback port the system picks; yields its URL, stops it after."""
     import os
     import subprocess
     import sys
-    import time
-    import urllib.request
 
-    port = free_port()
-    env = dict(os.environ, **env_extra)
+    env = dict(os.environ, **env_extra, PYTHONUNBUFFERED="1")
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port), "--server.headless",
+            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", "0", "--server.headless",
              "true", "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
              "--server.fileWatcherType", "none"],
             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
         )
-        url = f"http://127.0.0.1:{port}"
         try:
-            deadline = time.monotonic() + 90
-            while True:
-                try:
-                    with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
-                        if r.status == 200:
-                            break
-                except OSError:
-                    pass
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    log.flush()
-                    raise RuntimeError("streamlit did not start:\n" + Path(log_path).read_text()[-3000:])
-                time.sleep(0.3)
-            yield url
+            yield bound_url(proc, log_path, timeout=90)
         finally:
             stop(proc)
 
@@ -148,3 +150,44 @@ def stop(proc) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+
+
+# Counts the app's finished script runs in the page itself: a run has finished each time the app's
+# script state leaves "running" (the observer keeps every change, however quickly the next run
+# follows). Installed before any of the page's own scripts, so no run is missed; each document
+# gets its own id, so a wait after a navigation counts that document's runs only.
+RUN_COUNTER = """
+window.__ailedgerDoc = Math.random();
+window.__ailedgerRuns = 0;
+new MutationObserver(records => {
+  for (const r of records) if (r.oldValue === 'running') window.__ailedgerRuns += 1;
+}).observe(document, {subtree: true, attributes: true, attributeOldValue: true,
+                      attributeFilter: ['data-test-script-state']});
+"""
+_SETTLED = """([doc, seen, title]) => {
+  const app = document.querySelector('[data-testid="stApp"]');
+  const before = window.__ailedgerDoc === doc ? seen : 0;
+  return !!app && window.__ailedgerRuns > before && app.getAttribute('data-test-script-state') === 'notRunning'
+    && (!title || document.querySelector('h1') !== null);
+}"""
+
+
+def new_page(browser, **context_options):
+    """A browser context (1400 x 1000) whose pages count the app's script runs; (context, page)."""
+    ctx = browser.new_context(**{"viewport": {"width": 1400, "height": 1000}, **context_options})
+    ctx.add_init_script(RUN_COUNTER)
+    return ctx, ctx.new_page()
+
+
+def settle(pg, timeout: float = 90.0, title: bool = True) -> None:
+    """Wait for a state, never for time: the app has finished a script run since the last settle
+    of this document (or since it loaded), is not running now, and (with `title`) shows its h1.
+    Call it after each action that runs the script (a load, a click, a form)."""
+    doc, seen = getattr(pg, "_ailedger_settled", (None, 0))
+    pg.wait_for_function(_SETTLED, arg=[doc, seen, title], timeout=timeout * 1000)
+    pg._ailedger_settled = tuple(pg.evaluate("() => [window.__ailedgerDoc, window.__ailedgerRuns]"))
+
+
+def painted(pg) -> None:
+    """Wait until the browser has painted what is on the page (two animation frames)."""
+    pg.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(() => done(true))))")

@@ -1,27 +1,32 @@
 """The dashboard in headless Chromium (Debian's /usr/bin/chromium, never a Playwright download)
-against one `streamlit run` server per session on a free port, reading a DuckDB store of the
+against one `streamlit run` server per session on a port the system picks, reading a DuckDB store of the
 sample fleet. Screenshots of each page go to test-output/screenshots/."""
 
 from __future__ import annotations
 
 import io
 import re
-import time
 import zipfile
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
 
 from tests.dashboard_support import (
     EVIL_TENANT,
     PAGES,
     ROOT,
     make_store,
+    new_page,
+    painted,
+    settle,
     streamlit_server,
     write_html_bundle,
 )
 
 pytestmark = pytest.mark.browser
+# A busy machine can take seconds to draw what a run sent: every expect() waits up to a minute.
+expect.set_options(timeout=60_000)
 
 SHOTS = ROOT / "test-output" / "screenshots"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -47,32 +52,11 @@ def server(chromium, data) -> str:
 
 @pytest.fixture
 def page(browser):
-    context = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
-    pg = context.new_page()
+    context, pg = new_page(browser, accept_downloads=True)
     pg.dialogs = []  # any alert() would land here: names must never run as script
     pg.on("dialog", lambda d: (pg.dialogs.append(d.message), d.dismiss()))
     yield pg
     context.close()
-
-
-def settle(pg, timeout: float = 90.0, quiet: float = 1.2) -> None:
-    """Wait until Streamlit has finished running the script (and any rerun it triggered): the app
-    reports `notRunning` continuously for `quiet` seconds and the page has its title."""
-    state = ("() => { const a = document.querySelector('[data-testid=\"stApp\"]');"
-             " return a ? a.getAttribute('data-test-script-state') : null }")
-    deadline = time.monotonic() + timeout
-    calm_since = None
-    while time.monotonic() < deadline:
-        ok = pg.evaluate(state) == "notRunning" and pg.locator("h1").count() > 0
-        now = time.monotonic()
-        if not ok:
-            calm_since = None
-        elif calm_since is None:
-            calm_since = now
-        elif now - calm_since >= quiet:
-            return
-        pg.wait_for_timeout(100)
-    raise AssertionError("Streamlit did not finish running in time")
 
 
 def charts_drawn(pg, timeout: float = 30_000) -> None:
@@ -103,7 +87,7 @@ def shot(pg, name: str) -> None:
         timeout=30_000,
     )
     charts_drawn(pg)
-    pg.wait_for_timeout(500)
+    painted(pg)
     pg.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
     pg.set_viewport_size({"width": 1400, "height": 1000})
 
@@ -152,7 +136,7 @@ def test_rankings_drill_down_and_shareable_url(server, page, browser):
     page.wait_for_url(re.compile(r"level=projects"))
     settle(page)
     no_exceptions(page)
-    assert page.get_by_role("heading", name="Projects of research").count() == 1
+    expect(page.get_by_role("heading", name="Projects of research")).to_have_count(1)
     shot(page, "rankings-tenant")
     click_row(page, 0, 0)  # its top project
     page.wait_for_url(re.compile(r"level=project&"))
@@ -162,18 +146,18 @@ def test_rankings_drill_down_and_shareable_url(server, page, browser):
     page.wait_for_url(re.compile(r"level=records"))
     settle(page)
     no_exceptions(page)
-    assert page.get_by_text("read from the DuckDB store").count() == 1
+    expect(page.get_by_text("read from the DuckDB store")).to_have_count(1)
     cells = grid_cells(page, 0)
     assert any(c.startswith("alloc-") for c in cells)
     shot(page, "rankings-records")
     # The URL alone reopens the same records, in a fresh browser session.
     url = page.url
-    other = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+    _, other = new_page(browser)
     try:
         open_url(other, url)
         no_exceptions(other)
         assert grid_cells(other, 0) == cells
-        assert other.get_by_role("heading", name=re.compile("^Raw records")).count() == 1
+        expect(other.get_by_role("heading", name=re.compile("^Raw records"))).to_have_count(1)
     finally:
         other.context.close()
     # The breadcrumb goes back to the top.
@@ -198,8 +182,8 @@ def test_idle_page_lists_causes(server, page):
     page.wait_for_url(re.compile(r"cause=underutilized"))
     settle(page)
     no_exceptions(page)
-    assert page.get_by_role("heading", name=re.compile("^Behind underutilized")).count() == 1
-    assert page.get_by_role("heading", name="Card telemetry").count() == 1
+    expect(page.get_by_role("heading", name=re.compile("^Behind underutilized"))).to_have_count(1)
+    expect(page.get_by_role("heading", name="Card telemetry")).to_have_count(1)
     shot(page, "idle-cause")
 
 
@@ -234,13 +218,13 @@ def test_html_in_names_shows_as_text(server, page, data):
     page.locator('[data-testid="stSidebarNav"]').get_by_text("Rankings").click()
     settle(page)
     no_exceptions(page)
-    assert page.get_by_text(EVIL_TENANT).count() >= 1  # the chart's axis label, as text
+    expect(page.get_by_text(EVIL_TENANT).first).to_be_attached()  # the chart's axis label, as text
     click_row(page, 0, 0)
     page.wait_for_url(re.compile(r"level=projects"))
     settle(page)
     no_exceptions(page)
-    assert page.get_by_role("heading", name=f"Projects of {EVIL_TENANT}").count() == 1
-    assert page.get_by_role("button", name=f"tenant {EVIL_TENANT}").count() == 1
+    expect(page.get_by_role("heading", name=f"Projects of {EVIL_TENANT}")).to_have_count(1)
+    expect(page.get_by_role("button", name=f"tenant {EVIL_TENANT}")).to_have_count(1)
     shot(page, "rankings-html-names")
     # Nothing was interpreted: no dialog, no injected element, no script carrying the payload.
     assert not page.dialogs

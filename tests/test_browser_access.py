@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.dashboard_support import make_store, streamlit_server
+from tests.dashboard_support import make_store, new_page, streamlit_server
+from tests.dashboard_support import settle as wait_for_run
 
 pytestmark = pytest.mark.browser
 
@@ -41,21 +42,12 @@ def page_as(browser, user: str | None, groups: str = ""):
         headers["X-Forwarded-User"] = user
     if groups:
         headers["X-Forwarded-Groups"] = groups
-    ctx = browser.new_context(viewport={"width": 1400, "height": 1000}, extra_http_headers=headers)
-    return ctx, ctx.new_page()
+    return new_page(browser, extra_http_headers=headers)
 
 
 def settle(pg, timeout: float = 90.0) -> None:
-    state = ("() => { const a = document.querySelector('[data-testid=\"stApp\"]');"
-             " return a ? a.getAttribute('data-test-script-state') : null }")
-    pg.wait_for_selector('[data-testid="stApp"]')
-    calm = 0
-    for _ in range(int(timeout * 10)):
-        calm = calm + 1 if pg.evaluate(state) == "notRunning" else 0
-        if calm >= 12:
-            return
-        pg.wait_for_timeout(100)
-    raise AssertionError("Streamlit did not finish running in time")
+    """The shared wait for a finished run; a page shown to nobody may have no title."""
+    wait_for_run(pg, timeout, title=False)
 
 
 def record_rows(pg, url: str) -> int:

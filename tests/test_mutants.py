@@ -1,0 +1,288 @@
+"""Tests named by the wrong formula (the mutant) each one kills (issue 25).
+
+An earlier round of hand-made mutants of the engine survived the whole suite because the tests
+stopped at the simplest shape: one day, one project per tenant, no cached tokens, rates inside
+the period, no overlapping events on a held card. Each test here builds the shape that tells the
+right formula from the wrong one, with every figure computed by hand in its docstring, and names
+the mutant in its own name. `mutation/manual.toml` applies each mutant by hand and checks that
+its test fails (`python mutation/run.py manual`; the results are in docs/testing.md).
+
+Period: 2026-10-01 00:00Z to 2026-10-02 00:00Z (24 h) unless said otherwise.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+
+from cost_engine.contract import CATEGORIES
+from cost_engine.engine import compute
+from cost_engine.report import build_report
+from tests.helpers import make_bundle, make_config, ts
+
+NO_POWER = {"name": "custom", "categories": [c for c in CATEGORIES if c != "power"]}
+TWO_DAYS = {"start": datetime(2026, 10, 1, tzinfo=timezone.utc), "end": datetime(2026, 10, 3, tzinfo=timezone.utc)}
+
+
+def report(bundle, **config):
+    return build_report(compute(bundle, make_config(**config)))
+
+
+def by(rep, table, key, value="cost"):
+    return {r[key]: r[value] for r in rep[table]}
+
+
+def reconciled(rep, expected_input):
+    rc = rep["reconciliation"]
+    assert rc["input_cost"] == pytest.approx(expected_input)
+    assert rc["attributed"] + rc["idle"] + rc["unattributed"] == pytest.approx(expected_input)
+
+
+def test_kills_a_tenant_share_not_divided_over_its_projects():
+    """$100 software by fixed shares A 0.75, B 0.25; tenant A has two projects with usage (A1, A2),
+    B one (B1). A's 0.75 is split evenly: A1 0.375, A2 0.375, B1 0.25 -> $37.50, $37.50, $25.
+
+    Mutant (A's share given whole to each of its projects): 0.75 + 0.75 + 0.25 = 1.75 normalised
+    -> A 1.5 / 1.75 = $85.71, B $14.29.
+    """
+    b = make_bundle(
+        inventory=[{"gpu_id": f"g{i}", "pool": "p"} for i in range(3)],
+        allocations=[{"allocation_id": p, "gpu_id": f"g{i}", "start": ts(1, 0), "end": ts(1, 6), "owner": p}
+                     for i, p in enumerate(("A1", "A2", "B1"))],
+        owners=[{"tenant": "A", "project": "A1"}, {"tenant": "A", "project": "A2"}, {"tenant": "B", "project": "B1"}],
+        costs=[{"cost_id": "sw", "category": "software", "amount": 100.0, "driver": "shares",
+                "start": ts(1, 0), "end": ts(2, 0)}],
+    )
+    rep = report(b, allocation={"shares": {"A": 0.75, "B": 0.25}})
+    assert by(rep, "by_project", "project") == pytest.approx({"A1": 37.5, "A2": 37.5, "B1": 25.0})
+    assert by(rep, "by_tenant", "tenant") == pytest.approx({"A": 75.0, "B": 25.0})
+    reconciled(rep, 100.0)
+
+
+def test_kills_a_direct_cost_spread_evenly_per_day_instead_of_by_time():
+    """Period 2026-10-01 .. 10-03 in Europe/Berlin (UTC+2 in October: 09-30 22:00Z .. 10-02 22:00Z).
+
+    A direct cost of A1, $24 from 10-01 00:00Z to 10-02 00:00Z = 02:00 Oct 1 to 02:00 Oct 2 in
+    Berlin: 22 h fall on Oct 1 and 2 h on Oct 2, so the daily trend shows $22 and $2.
+    Mutant (each local day the span touches gets an equal part): $12 and $12.
+    """
+    b = make_bundle(
+        inventory=[{"gpu_id": "g0", "pool": "p"}],
+        allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 1), "owner": "A1"}],
+        costs=[{"cost_id": "d", "category": "other", "amount": 24.0, "owner": "A1", "start": ts(1, 0), "end": ts(2, 0)}],
+    )
+    period = {"start": datetime(2026, 9, 30, 22, tzinfo=timezone.utc), "end": datetime(2026, 10, 2, 22, tzinfo=timezone.utc),
+              "timezone": "Europe/Berlin"}
+    rep = report(b, period=period)
+    assert [(t["day"], t["cost"]) for t in rep["trend"]] == [("2026-10-01", pytest.approx(22.0)),
+                                                             ("2026-10-02", pytest.approx(2.0))]
+    assert by(rep, "by_project", "project") == pytest.approx({"A1": 24.0})
+    reconciled(rep, 24.0)
+
+
+def test_kills_a_rate_or_cost_that_starts_before_the_period_not_clipped_to_it():
+    """One card g0 in pool p; A holds it 00:00-06:00.
+
+    A rate of $2 per card-hour from 09-30 12:00 to 10-01 12:00: 12 h inside the period -> $24.
+    A depreciation row of $72 from 09-30 00:00 to 10-03 00:00 (72 h): 24 h inside -> $24, spread
+    by capacity_hours over the card's 24 card-hours = $1 per card-hour.
+    A: 6 h x ($2 + $1) = $18. Idle: 06-12 at $3 = $18, 12-24 at $1 = $12, $30. Input $48.
+
+    Mutants: the rate's start not clipped to the period (priced over 24 h of window from the
+    day before, or nothing), the cost row's start not clipped (its in-period amount becomes
+    72 x 48/72 = $48 instead of $24).
+    """
+    b = make_bundle(
+        inventory=[{"gpu_id": "g0", "pool": "p"}],
+        allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 6), "owner": "A"}],
+        rates=[{"pool": "p", "price_per_gpu_hour": 2.0, "start": ts(30, 12), "end": ts(1, 12)}],
+        costs=[{"cost_id": "dep", "category": "depreciation", "amount": 72.0, "start": ts(30, 0),
+                "end": "2026-10-03T00:00:00Z"}],
+    )
+    rep = report(b)
+    assert by(rep, "by_project", "project") == pytest.approx({"A": 18.0})
+    assert rep["reconciliation"]["idle"] == pytest.approx(30.0)
+    assert {r["cause"]: r["cost"] for r in rep["idle"] if r["kind"] == "unallocated"} == pytest.approx({"no_demand": 30.0})
+    reconciled(rep, 48.0)
+
+
+def test_kills_proportional_idle_normalised_per_pool_and_day():
+    """Two days (10-01 .. 10-03), one card g0 in pool p, $96 depreciation over both days:
+    48 card-hours -> $1 per card-hour. A1 holds 10-01 00-12 (12 h), B1 holds 10-02 00-06 (6 h).
+    Spread: A1 $12, B1 $6, idle $78. Proportional over the period by allocated hours 12 : 6:
+    A1 12 + 78 x 12/18 = $64, B1 6 + 78 x 6/18 = $32; idle $0; attributed $96 = input.
+
+    Mutant (weights normalised per pool and day): each day's holder takes the whole $78 -> A1
+    $90, B1 $84: $174 attributed against $96 of input ($78 created).
+    """
+    b = make_bundle(
+        inventory=[{"gpu_id": "g0", "pool": "p"}],
+        allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 12), "owner": "A1"},
+                     {"allocation_id": "b", "gpu_id": "g0", "start": ts(2, 0), "end": ts(2, 6), "owner": "B1"}],
+        costs=[{"cost_id": "dep", "category": "depreciation", "amount": 96.0, "start": ts(1, 0),
+                "end": "2026-10-03T00:00:00Z"}],
+    )
+    rep = report(b, period=TWO_DAYS, allocation={"idle": "proportional"})
+    assert by(rep, "by_project", "project") == pytest.approx({"A1": 64.0, "B1": 32.0})
+    assert rep["reconciliation"]["idle"] == pytest.approx(0.0)
+    assert rep["reconciliation"]["attributed"] == pytest.approx(96.0)
+    reconciled(rep, 96.0)
+
+
+def test_kills_cached_tokens_weighted_as_uncached_in_the_tokens_driver():
+    """$100 other by tokens. A1 sends 1,000 uncached input tokens (weight 1: 1,000); B1 sends
+    10,000 cached input tokens (weight 0.1: 1,000). Weighted 1,000 : 1,000 -> $50 / $50.
+
+    Mutant (cached tokens at the uncached weight): 1,000 : 10,000 -> A $9.09, B $90.91.
+    """
+    b = make_bundle(
+        inventory=[{"gpu_id": "g0", "pool": "p"}],
+        allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 1), "owner": "A1"}],
+        owners=[{"tenant": "A", "project": "A1"}, {"tenant": "B", "project": "B1"}],
+        requests=[{"request_id": "r1", "ts": ts(1, 1), "owner": "A1", "model": "m", "input_tokens": 1000,
+                   "output_tokens": 0},
+                  {"request_id": "r2", "ts": ts(1, 2), "owner": "B1", "model": "m", "input_tokens": 0,
+                   "cached_input_tokens": 10000, "output_tokens": 0}],
+        costs=[{"cost_id": "t", "category": "other", "amount": 100.0, "driver": "tokens",
+                "start": ts(1, 0), "end": ts(2, 0)}],
+    )
+    rep = report(b, boundary=NO_POWER)
+    assert by(rep, "by_tenant", "tenant") == pytest.approx({"A": 50.0, "B": 50.0})
+    reconciled(rep, 100.0)
+
+
+def inactive_card(events, hours=4):
+    """One card g0 (node n0, pool p) held by A1 00:00-04:00 at util 0 (every 30 min, 300 W);
+    $24 depreciation over its 24 card-hours = $1 per card-hour."""
+    return make_bundle(
+        inventory=[{"gpu_id": "g0", "pool": "p", "node": "n0"}],
+        allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, hours), "owner": "A1"}],
+        telemetry=[{"ts": ts(1, h / 2), "gpu_id": "g0", "util_pct": 0.0, "power_w": 300.0} for h in range(2 * hours)],
+        events=events,
+        owners=[{"tenant": "A", "project": "A1"}],
+        costs=[{"cost_id": "dep", "category": "depreciation", "amount": 24.0, "start": ts(1, 0), "end": ts(2, 0)}],
+    )
+
+
+def test_kills_a_wrong_precedence_of_events_on_a_held_card():
+    """The held card of inactive_card is idle 00-04 under overlapping events: data_loading on g0
+    00-03, network_bottleneck on pool p 01-02, degraded_hardware on node n0 00-04. First match
+    in the order network, storage, data_loading, degraded:
+      00-01 data_loading (beats degraded), 01-02 network (the pool's event beats the card's),
+      02-03 data_loading, 03-04 degraded -> network 1 h, data_loading 2 h, degraded 1 h, nothing
+      underutilized; at $1 per card-hour each hour costs $1.
+
+    Mutants: the order of the held causes changed (e.g. degraded before data_loading: degraded
+    4 h... ), or the card's and the pool's timelines combined by min instead of max (the pool's
+    network hour lost to data_loading).
+    """
+    b = inactive_card([
+        {"start": ts(1, 0), "end": ts(1, 3), "kind": "data_loading", "gpu_id": "g0"},
+        {"start": ts(1, 1), "end": ts(1, 2), "kind": "network_bottleneck", "pool": "p"},
+        {"start": ts(1, 0), "end": ts(1, 4), "kind": "degraded_hardware", "node": "n0"},
+    ])
+    rep = report(b, activity={"max_sample_gap_s": 1800}, boundary=NO_POWER)
+    held = {r["cause"]: (r["gpu_hours"], r["cost"]) for r in rep["idle"] if r["kind"] == "allocated"}
+    assert held == {"network_bottleneck": pytest.approx((1.0, 1.0)), "data_loading": pytest.approx((2.0, 2.0)),
+                    "degraded_hardware": pytest.approx((1.0, 1.0))}
+
+
+def test_kills_the_oversized_cause_lost_in_weighted_activity_mode():
+    """Weighted mode; job j1 holds g0 and g1 00:00-04:00, samples every 30 min at 200 W.
+    g0 runs at 25 % throughout; g1 at 100 % 00-02 and 0 % 02-04.
+    Inactive (1 - util) time: g0 4 x 0.75 = 3 h, g1 2 h (02-04).
+      g0 00-02: 2 x 0.75 = 1.5 h idle while g1 worked -> oversized_request;
+      g0 02-04: 1.5 h idle while g1 was idle too -> underutilized;
+      g1 02-04: 2 h idle while g0 did some work (25 %) -> oversized_request.
+    oversized 3.5 h, underutilized 1.5 h. Energy: 200 W = 0.2 kWh per hour; idle joules are the
+    inactive fraction's: oversized 0.2 x (1.5 + 2) = 0.7 kWh, underutilized 0.2 x 1.5 = 0.3 kWh.
+    Active hours: g0 1 h + g1 2 h = 3 h.
+
+    Mutants: a partly busy sample never counted as idle beside a busy sibling (busy == 0 instead
+    of busy < 1: oversized 2 h), or its whole time counted as idle (oversized 4 h).
+    """
+    def util(card, h):
+        return 25.0 if card == "g0" else (100.0 if h < 2 else 0.0)
+
+    b = make_bundle(
+        inventory=[{"gpu_id": "g0", "pool": "p", "node": "n0"}, {"gpu_id": "g1", "pool": "p", "node": "n1"}],
+        allocations=[{"allocation_id": f"a-{g}", "gpu_id": g, "start": ts(1, 0), "end": ts(1, 4), "owner": "A1",
+                      "job_id": "j1"} for g in ("g0", "g1")],
+        telemetry=[{"ts": ts(1, h / 2), "gpu_id": g, "util_pct": util(g, h / 2), "power_w": 200.0}
+                   for g in ("g0", "g1") for h in range(8)],
+        owners=[{"tenant": "A", "project": "A1"}],
+    )
+    rep = report(b, activity={"mode": "weighted", "max_sample_gap_s": 1800}, boundary=NO_POWER)
+    held = {r["cause"]: (r["gpu_hours"], r["energy_kwh_gpu"]) for r in rep["idle"] if r["kind"] == "allocated"}
+    assert held == {"oversized_request": pytest.approx((3.5, 0.7)), "underutilized": pytest.approx((1.5, 0.3))}
+    assert rep["totals"]["active_gpu_hours"] == pytest.approx(3.0)
+
+
+def test_kills_a_zero_counter_delta_taken_for_a_missing_counter():
+    """g0 held by A1 00:00-03:00, hourly samples (max gap 1 h) at 400 W with an energy counter
+    reading 5,000 J at 00:00, 5,000 J at 01:00 (no energy drawn: the counter did not move),
+    365,000 J at 02:00 and 725,000 J at 03:00. The counter's deltas are trusted when >= 0:
+    00-01 0 J, 01-02 360,000 J = 0.1 kWh, 02-03 0.1 kWh -> A1 0.2 kWh of GPU energy.
+
+    Mutant (a zero delta treated like a missing one, power x time): 00-01 400 W x 1 h = 0.4 kWh
+    -> 0.6 kWh.
+    """
+    b = make_bundle(
+        inventory=[{"gpu_id": "g0", "pool": "p"}],
+        allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 3), "owner": "A1"}],
+        telemetry=[{"ts": ts(1, h), "gpu_id": "g0", "util_pct": 50.0, "power_w": 400.0, "energy_j": e}
+                   for h, e in enumerate((5000.0, 5000.0, 365000.0, 725000.0))],
+        owners=[{"tenant": "A", "project": "A1"}],
+    )
+    rep = report(b, activity={"max_sample_gap_s": 3600})
+    assert by(rep, "by_project", "project", "energy_kwh_gpu") == pytest.approx({"A1": 0.2})
+
+
+# ---------------------------------------------------------------- survivors of `make mutate`: tariffs.py
+
+
+def carbon_bundle(tariffs, owners=(("A1", 0, 6), ("B1", 6, 12))):
+    """g0 drawing 1 kW 00:00-12:00 (hourly samples, max gap 1 h), held by the given projects.
+    GPU energy 1 kWh per hour; facility energy x 1.3 x 1.2 = 1.56 kWh per hour."""
+    return make_bundle(
+        inventory=[{"gpu_id": "g0", "pool": "p"}],
+        allocations=[{"allocation_id": p, "gpu_id": "g0", "start": ts(1, a), "end": ts(1, b), "owner": p}
+                     for p, a, b in owners],
+        telemetry=[{"ts": ts(1, h), "gpu_id": "g0", "util_pct": 50.0, "power_w": 1000.0} for h in range(12)],
+        tariffs=tariffs,
+    )
+
+
+def test_kills_the_carbon_of_a_tariff_carried_past_its_end():
+    """A tariff 00:00-06:00 with 400 g/kWh, none after: A1 (00-06) draws 6 x 1.56 = 9.36 facility
+    kWh x 400 g = 3.744 kg; B1 (06-12) draws with no known intensity: its carbon is unknown.
+
+    Mutant (tariffs.Bands.of: a tariff still in force at its own end, `end >= t0`): the band from
+    06:00 takes the ended tariff's 400 g/kWh, and B1 gets 3.744 kg too.
+    """
+    rep = report(carbon_bundle([{"start": ts(1, 0), "end": ts(1, 6), "price_per_kwh": 0.2, "carbon_g_per_kwh": 400.0}]),
+                 activity={"max_sample_gap_s": 3600})
+    assert by(rep, "by_project", "project", "carbon_kg") == {"A1": pytest.approx(3.744), "B1": None}
+
+
+def test_kills_carbon_known_without_any_tariff():
+    """No tariff at all: no carbon intensity is known, so CO2e is unknown (null), not 0 kg.
+
+    Mutant (tariffs.Bands.carbon_known without edges answering True): 0 kg.
+    """
+    rep = report(carbon_bundle([]), activity={"max_sample_gap_s": 3600})
+    assert rep["totals"]["carbon_kg"] is None
+    assert by(rep, "by_project", "project", "carbon_kg") == {"A1": None, "B1": None}
+
+
+def test_kills_carbon_known_reaching_into_the_next_band():
+    """A tariff 06:00-12:00 with 500 g/kWh, none before: B1 (06-12) 6 x 1.56 x 500 g = 4.68 kg; A1's
+    segment ends exactly at 06:00, where the tariff starts, so its carbon stays unknown.
+
+    Mutant (the band of a segment's last instant looked up at t1 + 1 us instead of t1 - 1 us): A1's
+    segment seems to reach the tariff and shows 0 kg.
+    """
+    rep = report(carbon_bundle([{"start": ts(1, 6), "end": ts(1, 12), "price_per_kwh": 0.2, "carbon_g_per_kwh": 500.0}]),
+                 activity={"max_sample_gap_s": 3600})
+    assert by(rep, "by_project", "project", "carbon_kg") == {"A1": None, "B1": pytest.approx(4.68)}
