@@ -271,6 +271,19 @@ def report() -> None:
             reason = _reason(equivalent, m, s)
             lines.append(f"- {s['line']}: {s['operator']} in `{s['function']}`: `{change[:160]}` — {reason}")
         lines.append("")
+    manual_file = RESULTS / "manual.json"
+    if manual_file.exists():
+        equivalent_manual = {m["name"]: m.get("equivalent") for m in tomllib.loads(MANUAL.read_text())["mutant"]}
+        lines += ["Mutants made by hand (mutation/manual.toml), run with `python mutation/run.py manual --ref "
+                  "<commit before the new tests>`: \"before\" is the focused engine tests of that commit, \"after\" the test "
+                  "named for the mutant in tests/test_mutants.py.", "",
+                  "| mutant | before | after: its test |", "|---|---|---|"]
+        for m in json.loads(manual_file.read_text()):
+            after = m.get("after", "not run")
+            if after == "survived" and equivalent_manual.get(m["name"]):
+                after += f" (equivalent: {equivalent_manual[m['name']]})"
+            lines.append(f"| {m['name']} (`{m['file']}`) | {m.get('before', 'not run')} | {after} |")
+        lines.append("")
     lines.append(END)
     text = DOC.read_text(encoding="utf-8") if DOC.exists() else f"# Testing\n\n{BEGIN}\n{END}\n"
     head, _, rest = text.partition(BEGIN)
@@ -283,7 +296,7 @@ def _reason(equivalent: dict, module: str, s: dict) -> str:
     """The recorded reason for a survivor, matched on its function, operator and the mutated line's text."""
     changed = " ".join(x[1:].strip() for x in s["diff"] if x.startswith("+"))
     for entry in equivalent.get(module, []):
-        if entry.get("function") == s["function"] and entry["operator"] == s["operator"] and entry["match"] in changed:
+        if entry.get("function") == str(s["function"]) and entry["operator"] == s["operator"] and entry["match"] in changed:
             return entry["reason"]
     return "**not explained yet**"
 

@@ -114,9 +114,19 @@ def bound_url(proc, log_path: Path, timeout: float = 120) -> str:
         except subprocess.TimeoutExpired:
             pass
     url = found.group(1)
-    with urllib.request.urlopen(f"{url}/_stcore/health", timeout=30) as r:
-        assert r.status == 200
-    return url
+    while True:  # bound is not yet serving: ask its health check until it answers
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=10) as r:
+                if r.status == 200:
+                    return url
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError("the server did not answer:\n" + Path(log_path).read_text()[-3000:])
+        try:
+            proc.wait(timeout=0.2)
+        except subprocess.TimeoutExpired:
+            pass
 
 
 @contextlib.contextmanager
@@ -152,23 +162,29 @@ def stop(proc) -> None:
         proc.wait()
 
 
-# Counts the app's finished script runs in the page itself: a run has finished each time the app's
-# script state leaves "running" (the observer keeps every change, however quickly the next run
-# follows). Installed before any of the page's own scripts, so no run is missed; each document
-# gets its own id, so a wait after a navigation counts that document's runs only.
+# Counts the app's finished script runs in the page itself (a run has finished each time the
+# app's script state leaves "running") and notes when the state last changed. Installed before any
+# of the page's own scripts, so no run is missed; each document gets its own id, so a wait after
+# a navigation counts that document's runs only.
 RUN_COUNTER = """
 window.__ailedgerDoc = Math.random();
 window.__ailedgerRuns = 0;
+window.__ailedgerChanged = performance.now();
 new MutationObserver(records => {
   for (const r of records) if (r.oldValue === 'running') window.__ailedgerRuns += 1;
+  window.__ailedgerChanged = performance.now();
 }).observe(document, {subtree: true, attributes: true, attributeOldValue: true,
                       attributeFilter: ['data-test-script-state']});
 """
-_SETTLED = """([doc, seen, title]) => {
+# The app reruns itself after some runs (st.rerun, a widget reporting its first value): the page
+# shows "notRunning" for a moment between the two. No element says that no rerun is coming, so a
+# finished run counts as the last one once the state has stayed "notRunning" for `quiet` ms, as
+# the page's own clock measures it (the browser evaluates this; the test never sleeps).
+_SETTLED = """([doc, seen, title, quiet]) => {
   const app = document.querySelector('[data-testid="stApp"]');
   const before = window.__ailedgerDoc === doc ? seen : 0;
   return !!app && window.__ailedgerRuns > before && app.getAttribute('data-test-script-state') === 'notRunning'
-    && (!title || document.querySelector('h1') !== null);
+    && (!title || document.querySelector('h1') !== null) && performance.now() - window.__ailedgerChanged >= quiet;
 }"""
 
 
@@ -179,12 +195,13 @@ def new_page(browser, **context_options):
     return ctx, ctx.new_page()
 
 
-def settle(pg, timeout: float = 90.0, title: bool = True) -> None:
-    """Wait for a state, never for time: the app has finished a script run since the last settle
-    of this document (or since it loaded), is not running now, and (with `title`) shows its h1.
-    Call it after each action that runs the script (a load, a click, a form)."""
+def settle(pg, timeout: float = 90.0, title: bool = True, quiet: float = 1.2) -> None:
+    """Wait until the app has finished a script run since the last settle of this document (or
+    since it loaded), has not run again for `quiet` seconds (see _SETTLED) and (with `title`)
+    shows its h1. Call it after each action that runs the script (a load, a click, a form); what
+    a test then looks for, it waits for with Playwright's expect()."""
     doc, seen = getattr(pg, "_ailedger_settled", (None, 0))
-    pg.wait_for_function(_SETTLED, arg=[doc, seen, title], timeout=timeout * 1000)
+    pg.wait_for_function(_SETTLED, arg=[doc, seen, title, quiet * 1000], timeout=timeout * 1000, polling=100)
     pg._ailedger_settled = tuple(pg.evaluate("() => [window.__ailedgerDoc, window.__ailedgerRuns]"))
 
 
