@@ -147,8 +147,8 @@ def _spec(m) -> dict:
             "start_pos": list(m.start_pos)}
 
 
-def write_config(module: str, tree: Path, timeout: float) -> Path:
-    cfg = WORK / f"{module}.toml"
+def write_config(module: str, label: str, tree: Path, timeout: float) -> Path:
+    cfg = WORK / label / f"{module}.toml"
     cfg.write_text(
         "[cosmic-ray]\n"
         f'module-path = "cost_engine/{module}.py"\n'
@@ -168,7 +168,7 @@ def source_hash(path: Path) -> str:
 
 def run_module(module: str, label: str, tree: Path, args) -> None:
     session = WORK / label / f"{module}.sqlite"
-    cfg = write_config(module, tree, args.timeout)
+    cfg = write_config(module, label, tree, args.timeout)
     fresh = not session.exists()
     if fresh and args.rerun_survivors_of:
         prior = WORK / args.rerun_survivors_of / f"{module}.sqlite"

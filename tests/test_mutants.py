@@ -286,3 +286,44 @@ def test_kills_carbon_known_reaching_into_the_next_band():
     rep = report(carbon_bundle([{"start": ts(1, 6), "end": ts(1, 12), "price_per_kwh": 0.2, "carbon_g_per_kwh": 500.0}]),
                  activity={"max_sample_gap_s": 3600})
     assert by(rep, "by_project", "project", "carbon_kg") == {"A1": None, "B1": pytest.approx(4.68)}
+
+
+# ---------------------------------------------------------------- survivors of `make mutate`: allocation.py
+
+
+def gaps(rep, what):
+    return [g["detail"] for g in rep["gaps"] if g["what"] == what]
+
+
+def test_kills_costs_outside_the_period_not_named_in_the_gaps():
+    """A $30 row for 10-05 lies wholly outside the period (10-01): it counts $0 and a gap names it;
+    a $24 depreciation row inside the period spreads over the card's 24 card-hours, all idle.
+    Without a row outside, no such gap.
+
+    Mutant (`if not outside.height`): the gap appears only when no row is outside (saying 0 rows).
+    """
+    inside = {"cost_id": "dep", "category": "depreciation", "amount": 24.0, "start": ts(1, 0), "end": ts(2, 0)}
+    outside = {"cost_id": "late", "category": "network", "amount": 30.0, "start": ts(5, 0), "end": ts(6, 0)}
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}], allocations=[], costs=[inside, outside])
+    rep = report(b)
+    assert gaps(rep, "costs outside the period") == ["1 cost rows lie outside the period and count 0: late"]
+    reconciled(rep, 24.0)
+    assert rep["reconciliation"]["idle"] == pytest.approx(24.0)
+    rep = report(make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}], allocations=[], costs=[inside]))
+    assert gaps(rep, "costs outside the period") == []
+
+
+def test_kills_a_cost_not_spread_gap_that_names_the_wrong_driver():
+    """A $50 network row of pool p spread by gpu_hours while nothing is held in p: no driver
+    quantity in its span, so it is kept whole in idle ($50) and the gap names the row, its driver
+    and its pool.
+
+    Mutant (the gap's driver taken from the pool column): "no p in p".
+    """
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}], allocations=[],
+                    costs=[{"cost_id": "net", "category": "network", "amount": 50.0, "pool": "p", "driver": "gpu_hours",
+                            "start": ts(1, 0), "end": ts(2, 0)}])
+    rep = report(b)
+    assert gaps(rep, "cost not spread") == ["cost net: no gpu_hours in p during its span; kept as idle"]
+    assert rep["reconciliation"]["idle"] == pytest.approx(50.0)
+    reconciled(rep, 50.0)
