@@ -28,6 +28,7 @@ import argparse
 import hashlib
 import json
 import os
+import platform
 import re
 import shlex
 import shutil
@@ -227,18 +228,26 @@ def summarise(label: str, module: str, tree: Path) -> dict:
     out_file = RESULTS / f"{label}.json"
     RESULTS.mkdir(parents=True, exist_ok=True)
     data = json.loads(out_file.read_text()) if out_file.exists() else {}
-    data[module] = {**counts, "every": meta.get("every", 1), "ref": meta.get("ref"),
+    data[module] = {**counts, "every": meta.get("every", 1), "ref": meta.get("ref"), "measured": _where_and_when(),
                     "survivors": sorted(survivors, key=lambda s: (s["line"], s["operator"]))}
     out_file.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return data[module]
+
+
+def _where_and_when() -> str:
+    """The date and the machine of a measurement: a score says little without them."""
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else ""
+    return f"{time.strftime('%Y-%m-%d', time.gmtime())}, {os.cpu_count()} cores ({cpu or platform.machine()})"
 
 
 def _short_diff(diff: str) -> list[str]:
     return [line for line in diff.splitlines() if line[:1] in "+-" and not line.startswith(("+++", "---"))]
 
 
-def score(c: dict) -> str:
-    ran = c["killed"] + c["timeout"] + c["survived"]
+def score(c: dict, equivalent: int = 0) -> str:
+    """Killed (timeouts included) over the mutants run, less those judged equivalent."""
+    ran = c["killed"] + c["timeout"] + c["survived"] - equivalent
     if not ran:
         return "—"
     return f"{100 * (c['killed'] + c['timeout']) / ran:.1f} % ({c['killed'] + c['timeout']}/{ran})"
@@ -248,16 +257,20 @@ def report() -> None:
     labels = {p.stem: json.loads(p.read_text()) for p in sorted(RESULTS.glob("*.json"))}
     equivalent = tomllib.loads(EQUIVALENT.read_text()) if EQUIVALENT.exists() else {}
     before, after = labels.get("before", {}), labels.get("after", {})
-    lines = [BEGIN, "", "| module | before: killed / run | after: killed / run | timeouts (after) | not run (after) |",
-             "|---|---|---|---|---|"]
+    lines = [BEGIN, "", "| module | before: killed / run | after: killed / run | after, equivalents set apart | "
+             "equivalent | timeouts | not run | measured (after) |", "|---|---|---|---|---|---|---|---|"]
     for m in MODULES:
         b, a = before.get(m), after.get(m)
         if not b and not a:
-            lines.append(f"| {m} | not run | not run | | |")
+            lines.append(f"| {m} | not run | not run | | | | | |")
             continue
         sampled = "".join(f" (every {x['every']}th site)" for x in (a or b,) if x.get("every", 1) > 1)
-        lines.append(f"| {m} | {score(b) if b else 'not run'} | {score(a) if a else 'not run'}{sampled} | "
-                     f"{a['timeout'] if a else ''} | {a['pending'] if a else ''} |")
+        if a:
+            same = sum(_reason(equivalent, m, s) is not None for s in a["survivors"])
+            lines.append(f"| {m} | {score(b) if b else 'not run'} | {score(a)}{sampled} | {score(a, same)} | {same} | "
+                         f"{a['timeout']} | {a['pending']} | {a.get('measured', '')} |")
+        else:
+            lines.append(f"| {m} | {score(b)}{sampled} | not run | | | | | {b.get('measured', '')} (before) |")
     lines += ["", "Surviving mutants after the new tests (line: operator in function, the change, and why it is",
               "equivalent, from mutation/equivalent.toml):", ""]
     for m in MODULES:
@@ -268,7 +281,7 @@ def report() -> None:
         lines.append("")
         for s in a["survivors"]:
             change = " / ".join(x.strip() for x in s["diff"]) or "?"
-            reason = _reason(equivalent, m, s)
+            reason = _reason(equivalent, m, s) or "**not explained yet**"
             lines.append(f"- {s['line']}: {s['operator']} in `{s['function']}`: `{change[:160]}` — {reason}")
         lines.append("")
     manual_file = RESULTS / "manual.json"
@@ -292,13 +305,13 @@ def report() -> None:
     print(f"wrote {DOC.relative_to(ROOT)}")
 
 
-def _reason(equivalent: dict, module: str, s: dict) -> str:
+def _reason(equivalent: dict, module: str, s: dict) -> str | None:
     """The recorded reason for a survivor, matched on its function, operator and the mutated line's text."""
     changed = " ".join(x[1:].strip() for x in s["diff"] if x.startswith("+"))
     for entry in equivalent.get(module, []):
         if entry.get("function") == str(s["function"]) and entry["operator"] == s["operator"] and entry["match"] in changed:
             return entry["reason"]
-    return "**not explained yet**"
+    return None
 
 
 def manual(ref: str | None, timeout: float) -> None:

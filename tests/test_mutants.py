@@ -327,3 +327,102 @@ def test_kills_a_cost_not_spread_gap_that_names_the_wrong_driver():
     assert gaps(rep, "cost not spread") == ["cost net: no gpu_hours in p during its span; kept as idle"]
     assert rep["reconciliation"]["idle"] == pytest.approx(50.0)
     reconciled(rep, 50.0)
+
+
+def test_kills_the_last_band_of_a_segment_looked_up_two_microseconds_early():
+    """A tariff 06:00-12:00 with 500 g/kWh, none before. A1 holds g0 from 00:00 to 06:00:00.000001,
+    B1 from then to 12:00. A1's last segment reaches 1 us into the tariff, so a carbon intensity is
+    known for it: A1's CO2e is a number, 1.56 kW x 1 us x 500 g/kWh = 2.2e-10 kg (0 to any
+    tolerance), not unknown. B1: (6 h - 1 us) x 1.56 kW x 500 g = 4.68 kg.
+
+    Mutant (tariffs._US = 2 us: a segment's last band looked up at t1 - 2 us): A1's segment seems
+    to end before the tariff, and its CO2e turns unknown (None).
+    """
+    edge = "2026-10-01T06:00:00.000001Z"
+    b = make_bundle(
+        inventory=[{"gpu_id": "g0", "pool": "p"}],
+        allocations=[{"allocation_id": "A1", "gpu_id": "g0", "start": ts(1, 0), "end": edge, "owner": "A1"},
+                     {"allocation_id": "B1", "gpu_id": "g0", "start": edge, "end": ts(1, 12), "owner": "B1"}],
+        telemetry=[{"ts": ts(1, h), "gpu_id": "g0", "util_pct": 50.0, "power_w": 1000.0} for h in range(12)],
+        tariffs=[{"start": ts(1, 6), "end": ts(1, 12), "price_per_kwh": 0.2, "carbon_g_per_kwh": 500.0}],
+    )
+    carbon = by(report(b, activity={"max_sample_gap_s": 3600}), "by_project", "project", "carbon_kg")
+    assert carbon == {"A1": pytest.approx(0.0, abs=1e-9), "B1": pytest.approx(4.68)}
+
+
+# ---------------------------------------------------------------- survivors of `make mutate`: idle.py
+
+
+def test_kills_a_quota_peak_that_subtracts_capacity_over_share_at_an_allocation_end():
+    """Tenant A (quota 4 cards in pool p): A1 holds half of g0 (share 0.5) 00:00-01:00, then whole
+    g1 and g2 02:00-03:00. Held capacity: 0.5 until 01:00, 0 until 02:00, 2 until 03:00, so the
+    peak is 2 cards (peak quota use 2 / 4 = 0.5) and the average (0.5 x 1 h + 2 x 1 h) / 24 h
+    = 0.104167 cards (avg quota use 0.026042).
+
+    Mutant (idle.quota_use: a held segment's end steps down by capacity / share, 1 / 0.5 = 2,
+    instead of capacity x share = 0.5): the level falls to -1.5 at 01:00 and reaches only 0.5 at
+    02:00, so the peak shows 0.5 cards.
+    """
+    b = make_bundle(
+        inventory=[{"gpu_id": f"g{i}", "pool": "p"} for i in range(3)],
+        allocations=[{"allocation_id": "half", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 1), "owner": "A1",
+                      "share": 0.5}]
+        + [{"allocation_id": f"w{i}", "gpu_id": f"g{i}", "start": ts(1, 2), "end": ts(1, 3), "owner": "A1"}
+           for i in (1, 2)],
+        owners=[{"tenant": "A", "project": "A1"}],
+        quotas=[{"tenant": "A", "pool": "p", "gpus": 4}],
+    )
+    (row,) = report(b)["quotas"]["rows"]
+    assert (row["tenant"], row["pool"], row["quota"]) == ("A", "p", 4.0)
+    assert row["peak_allocated"] == pytest.approx(2.0)
+    assert row["peak_quota_use"] == pytest.approx(0.5)
+    assert row["avg_allocated"] == pytest.approx(2.5 / 24)
+    assert row["avg_quota_use"] == pytest.approx(2.5 / 24 / 4)
+
+
+def idle_costs(rep):
+    return {(r["kind"], r["cause"]): r["cost"] for r in rep["idle"]}
+
+
+def test_kills_free_idle_priced_by_time_instead_of_by_the_rates_in_force():
+    """g0 (pool p, no telemetry) is free all day; the pool's rate is $1/h 00-12 and $3/h 12-24:
+    $12 + $36 = $48, all idle. A maintenance window of the whole pool 00:00-06:00 meets the card
+    by overlap (no cut: one segment, two causes) and wins those 6 h: they cost 6 x $1 = $6; no
+    demand holds the other 18 h: 6 x $1 + 12 x $3 = $42 (not 18/24 of $48 = $36).
+
+    Mutant (idle.detail: the segment's capacity money summed over every driver *but*
+    capacity_hours): none of the $48 counts as capacity money, so each cause gets its share of
+    the time: maintenance 6/24 x $48 = $12, no demand $36.
+    """
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}], allocations=[],
+                    rates=[{"pool": "p", "price_per_gpu_hour": 1.0, "start": ts(1, 0), "end": ts(1, 12)},
+                           {"pool": "p", "price_per_gpu_hour": 3.0, "start": ts(1, 12), "end": ts(2, 0)}],
+                    events=[{"start": ts(1, 0), "end": ts(1, 6), "pool": "p", "kind": "maintenance"}])
+    rep = report(b)
+    assert idle_costs(rep) == pytest.approx({("unallocated", "maintenance"): 6.0, ("unallocated", "no_demand"): 42.0})
+    reconciled(rep, 48.0)
+
+
+def test_kills_a_kilowatt_hour_of_3_600_001_joules_in_held_idle():
+    """A1 holds g0 00:00-02:00 at 0 % utilization, drawing 1000 W (quarter-hourly samples): all
+    held time is underutilized. A $100 row spread by energy over pool p 00:00-02:00 lands wholly on
+    that segment, and its idle piece drew all of the segment's joules, so held idle costs exactly
+    $100 (power left out of the boundary, so no measured-energy money joins it). The card idles
+    free after 02:00 at no cost (no rate, no cost row).
+
+    Mutant (idle.detail: a kWh taken as 3,600,001 J when the piece's joules are recovered from its
+    kWh): the piece seems to draw 3,600,001 / 3,600,000 of the segment's joules: $100.0000278, a
+    relative error of 2.8e-7 that only a tight tolerance sees.
+    """
+    b = make_bundle(
+        inventory=[{"gpu_id": "g0", "pool": "p"}],
+        allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 2), "owner": "A1"}],
+        telemetry=[{"ts": ts(1, q / 4), "gpu_id": "g0", "util_pct": 0.0, "power_w": 1000.0} for q in range(8)],
+        costs=[{"cost_id": "e", "category": "other", "amount": 100.0, "driver": "energy", "pool": "p",
+                "start": ts(1, 0), "end": ts(1, 2)}],
+        owners=[{"tenant": "A", "project": "A1"}],
+    )
+    rep = report(b, activity={"max_sample_gap_s": 900}, boundary=NO_POWER)
+    assert idle_costs(rep) == {("allocated", "underutilized"): pytest.approx(100.0, rel=1e-12),
+                               ("unallocated", "no_demand"): 0.0}
+    reconciled(rep, 100.0)
