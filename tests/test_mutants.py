@@ -426,3 +426,24 @@ def test_kills_a_kilowatt_hour_of_3_600_001_joules_in_held_idle():
     assert idle_costs(rep) == {("allocated", "underutilized"): pytest.approx(100.0, rel=1e-12),
                                ("unallocated", "no_demand"): 0.0}
     reconciled(rep, 100.0)
+
+
+def test_kills_a_card_cause_of_one_microsecond_that_pays_nothing():
+    """g0 (pool p, no telemetry, free all day, rate $1/h: $24 of idle) has a maintenance event of
+    its own lasting 1 us from 06:00. The card is cut at its events' edges, so that microsecond is a
+    piece of its own, wholly maintenance: 1 us = 1/3.6e9 h, costing $1/3.6e9 = $2.78e-10. No
+    demand holds the rest: $24 - $2.78e-10.
+
+    Mutant (idle._cause_shares: the card's own cause takes the prices only where it won more than
+    1 us, `card[k] > 1`): the maintenance microsecond pays $0 and no demand pays all $24.
+    """
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}], allocations=[],
+                    rates=[{"pool": "p", "price_per_gpu_hour": 1.0, "start": ts(1, 0), "end": ts(2, 0)}],
+                    events=[{"start": ts(1, 6), "end": "2026-10-01T06:00:00.000001Z", "gpu_id": "g0",
+                             "kind": "maintenance"}])
+    rep = report(b)
+    one_us = 1 / 3.6e9
+    assert idle_costs(rep) == {("unallocated", "maintenance"): pytest.approx(one_us, rel=1e-6),
+                               ("unallocated", "no_demand"): pytest.approx(24.0 - one_us, rel=1e-12)}
+    assert {r["cause"]: r["gpu_hours"] for r in rep["idle"]}["maintenance"] == pytest.approx(one_us, rel=1e-6)
+    reconciled(rep, 24.0)
