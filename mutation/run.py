@@ -180,6 +180,10 @@ def run_module(module: str, label: str, tree: Path, args) -> None:
             # Tests were only added: a mutant killed before stays killed. Run the survivors (and
             # whatever did not run) again.
             shutil.copy2(prior, session)
+            prior_meta = WORK / args.rerun_survivors_of / f"{module}.meta.json"
+            if prior_meta.exists():  # the same sampled sites, now against the working tree's tests
+                meta = {**json.loads(prior_meta.read_text()), "ref": args.ref, "command": test_command(module, tree)}
+                (WORK / label / f"{module}.meta.json").write_text(json.dumps(meta), encoding="utf-8")
             con = sqlite3.connect(session)
             con.execute("DELETE FROM work_results WHERE test_outcome = 'SURVIVED' OR worker_outcome IN ('EXCEPTION', 'ABNORMAL')")
             con.commit()

@@ -447,3 +447,24 @@ def test_kills_a_card_cause_of_one_microsecond_that_pays_nothing():
                                ("unallocated", "no_demand"): pytest.approx(24.0 - one_us, rel=1e-12)}
     assert {r["cause"]: r["gpu_hours"] for r in rep["idle"]}["maintenance"] == pytest.approx(one_us, rel=1e-6)
     reconciled(rep, 24.0)
+
+
+def test_kills_an_oversized_request_shorter_than_an_hour_dropped():
+    """Job j1 holds g0 and g1 00:00-00:30 (samples every 15 min at 200 W): g0 at 100 %, g1 at 0 %.
+    g1 idles for 0.5 h while its sibling works: 0.5 GPU-hours of oversized_request, drawing
+    200 W x 0.5 h = 0.1 kWh; nothing is underutilized.
+
+    Mutant (idle.classify: oversized pieces kept only above 1 GPU-hour, `over_h > 1`): the 0.5 h
+    vanish from the idle table (neither oversized nor underutilized).
+    """
+    b = make_bundle(
+        inventory=[{"gpu_id": "g0", "pool": "p", "node": "n0"}, {"gpu_id": "g1", "pool": "p", "node": "n1"}],
+        allocations=[{"allocation_id": f"a-{g}", "gpu_id": g, "start": ts(1, 0), "end": ts(1, 0.5), "owner": "A1",
+                      "job_id": "j1"} for g in ("g0", "g1")],
+        telemetry=[{"ts": ts(1, q / 4), "gpu_id": g, "util_pct": 100.0 if g == "g0" else 0.0, "power_w": 200.0}
+                   for g in ("g0", "g1") for q in range(2)],
+        owners=[{"tenant": "A", "project": "A1"}],
+    )
+    rep = report(b, activity={"max_sample_gap_s": 900}, boundary=NO_POWER)
+    held = {r["cause"]: (r["gpu_hours"], r["energy_kwh_gpu"]) for r in rep["idle"] if r["kind"] == "allocated"}
+    assert held == {"oversized_request": pytest.approx((0.5, 0.1))}
