@@ -468,3 +468,41 @@ def test_kills_an_oversized_request_shorter_than_an_hour_dropped():
     rep = report(b, activity={"max_sample_gap_s": 900}, boundary=NO_POWER)
     held = {r["cause"]: (r["gpu_hours"], r["energy_kwh_gpu"]) for r in rep["idle"] if r["kind"] == "allocated"}
     assert held == {"oversized_request": pytest.approx((0.5, 0.1))}
+
+
+# ---------------------------------------------------------------- survivors of `make mutate`: engine.py
+
+
+def test_kills_the_gap_for_telemetry_of_unknown_cards_shown_backwards():
+    """g0 is the only card; two samples name g9, which the inventory does not hold: they are
+    ignored and a gap says so (2 samples). With g0's samples alone, no such gap.
+
+    Mutant (`if not ta.outside`): the gap shows only when no sample is outside ("0 samples").
+    """
+    own = [{"ts": ts(1, h), "gpu_id": "g0", "util_pct": 50.0, "power_w": 300.0} for h in range(2)]
+    stray = [{"ts": ts(1, h), "gpu_id": "g9", "util_pct": 50.0, "power_w": 300.0} for h in range(2)]
+    alloc = [{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 2), "owner": "A1"}]
+    rep = report(make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}], allocations=alloc, telemetry=own + stray))
+    assert [d for d in gaps(rep, "telemetry") if "outside the inventory" in d] == [
+        "2 samples of cards outside the inventory ignored"]
+    rep = report(make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}], allocations=alloc, telemetry=own))
+    assert [d for d in gaps(rep, "telemetry") if "outside the inventory" in d] == []
+
+
+def test_kills_the_gap_for_requests_without_latency_shown_backwards():
+    """Three requests of A1, one without a latency: a gap says that 1 request counts as meeting
+    the SLO. When all three carry ttft and latency, no such gap.
+
+    Mutant (`if not no_latency`): the gap shows only when every request has its latencies.
+    """
+    def requests(missing):
+        return [{"request_id": f"r{i}", "ts": ts(1, i), "owner": "A1", "model": "m", "input_tokens": 100,
+                 "output_tokens": 10, "ttft_ms": 50.0, "latency_ms": None if i < missing else 400.0}
+                for i in range(3)]
+
+    alloc = [{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 4), "owner": "A1",
+              "workload": "inference", "model": "m"}]
+    rep = report(make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}], allocations=alloc, requests=requests(1)))
+    assert gaps(rep, "latency missing") == ["1 requests without ttft or latency count as meeting the SLO"]
+    rep = report(make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}], allocations=alloc, requests=requests(0)))
+    assert gaps(rep, "latency missing") == []
