@@ -506,3 +506,43 @@ def test_kills_the_gap_for_requests_without_latency_shown_backwards():
     assert gaps(rep, "latency missing") == ["1 requests without ttft or latency count as meeting the SLO"]
     rep = report(make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}], allocations=alloc, requests=requests(0)))
     assert gaps(rep, "latency missing") == []
+
+
+def test_kills_one_sample_taken_for_no_telemetry():
+    """A1 holds g0 00:00-01:00; the only sample is at 00:00 (50 %, max gap 15 min): 0.25 h covered
+    and active, 0.75 h without telemetry. One sample is telemetry: the gaps name the 0.75 h
+    uncovered, and do not say "no telemetry".
+
+    Mutant (`has_telemetry = ta.samples > 1`): one sample reads as none: the gaps say "no
+    telemetry" and drop the coverage gap.
+    """
+    b = make_bundle(
+        inventory=[{"gpu_id": "g0", "pool": "p"}],
+        allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 1), "owner": "A1"}],
+        telemetry=[{"ts": ts(1, 0), "gpu_id": "g0", "util_pct": 50.0, "power_w": 300.0}],
+        owners=[{"tenant": "A", "project": "A1"}],
+    )
+    rep = report(b, activity={"max_sample_gap_s": 900})
+    assert [(g["what"], g["detail"]) for g in rep["gaps"]] == [
+        ("telemetry coverage", "0.75 allocated GPU-hours have no telemetry (neither active nor idle)")]
+    assert rep["totals"]["active_gpu_hours"] == pytest.approx(0.25)
+    assert rep["totals"]["telemetry_coverage"] == pytest.approx(0.25)
+
+
+def test_kills_utilization_hours_scaled_by_100_instead_of_divided():
+    """A1 holds g0 00:00-02:00, samples every 15 min (max gap 15 min): 40 % for 00-01, 80 % for
+    01-02. Util-weighted hours 0.4 + 0.8 = 1.2 over 2 covered hours: average utilization 60 %,
+    for the fleet and for A1.
+
+    Mutant (engine.enrich_segments: util_h = capacity x util_s x 100 instead of / 100): 600,000 %.
+    """
+    b = make_bundle(
+        inventory=[{"gpu_id": "g0", "pool": "p"}],
+        allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 2), "owner": "A1"}],
+        telemetry=[{"ts": ts(1, q / 4), "gpu_id": "g0", "util_pct": 40.0 if q < 4 else 80.0, "power_w": 300.0}
+                   for q in range(8)],
+        owners=[{"tenant": "A", "project": "A1"}],
+    )
+    rep = report(b, activity={"max_sample_gap_s": 900})
+    assert rep["totals"]["avg_util_pct"] == pytest.approx(60.0)
+    assert by(rep, "by_project", "project", "avg_util_pct") == pytest.approx({"A1": 60.0})
