@@ -24,7 +24,7 @@ from cost_engine.contract import CATEGORIES, TS
 from cost_engine.engine import compute
 from cost_engine.report import build_report
 from tests import oracles
-from tests.helpers import DAY0, make_bundle, make_config
+from tests.helpers import DAY0, draw_event, make_bundle, make_config
 
 Q = timedelta(minutes=15)
 N_Q = 96  # quarter hours in the one-day period
@@ -56,13 +56,7 @@ def bundles(draw, telemetry: bool):
                       "reason": draw(st.sampled_from(["quota", "resources", "priority", "dependency", "other"]))})
     events = []
     for _ in range(draw(st.integers(0, 10))):
-        s, d = draw(span)
-        scope = draw(st.sampled_from(["gpu_id", "node", "pool"]))
-        value = {"gpu_id": f"g{draw(st.integers(0, n_cards - 1))}", "node": draw(st.sampled_from(NODES)),
-                 "pool": draw(st.sampled_from(POOLS))}[scope]
-        events.append({"start": at(s), "end": at(s + d), scope: value,
-                       "kind": draw(st.sampled_from(["degraded_hardware", "maintenance", "network_bottleneck",
-                                                     "storage_bottleneck", "data_loading"]))})
+        events.append(draw_event(draw, span, at, n_cards, NODES, POOLS))
     costs = []
     for i in range(draw(st.integers(0, 8))):
         s, d = draw(span)

@@ -21,7 +21,7 @@ from cost_engine.contract import CATEGORIES, DRIVERS
 from cost_engine.engine import compute
 from cost_engine.report import build_report
 from tests import oracles
-from tests.helpers import DAY0, make_bundle, make_config
+from tests.helpers import DAY0, draw_event, make_bundle, make_config
 
 QUARTER = timedelta(minutes=15)
 N_Q = 2 * 96  # quarter hours in the two-day period
@@ -83,13 +83,7 @@ def bundles(draw):
                       "end": draw(st.sampled_from([at(start + dur), None]))})
     events = []
     for _ in range(draw(st.integers(0, 6))):
-        start, dur = draw(span)
-        scope = draw(st.sampled_from(["gpu_id", "node", "pool"]))
-        value = {"gpu_id": f"g{draw(st.integers(0, n_cards - 1))}", "node": draw(st.sampled_from(["n0", "n1"])),
-                 "pool": draw(st.sampled_from(["p0", "p1"]))}[scope]
-        events.append({"start": at(start), "end": at(start + dur), scope: value,
-                       "kind": draw(st.sampled_from(["degraded_hardware", "maintenance", "network_bottleneck",
-                                                     "storage_bottleneck", "data_loading"]))})
+        events.append(draw_event(draw, span, at, n_cards, ["n0", "n1"], ["p0", "p1"]))
     queue = []
     for i in range(draw(st.integers(0, 4))):
         start, dur = draw(span)
