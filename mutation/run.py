@@ -99,6 +99,19 @@ def make_tree(label: str, ref: str | None) -> Path:
     return tree
 
 
+def check_kept_tree(label: str, tree: Path, modules: list[str]) -> None:
+    """A run stopped while a mutant was written leaves that mutant in the copy: a kept tree must
+    still hold each module as its run began (the hash in its meta file)."""
+    for module in modules:
+        meta_file = WORK / label / f"{module}.meta.json"
+        if not meta_file.exists():
+            continue
+        expected = json.loads(meta_file.read_text()).get("source")
+        if expected and source_hash(tree / f"cost_engine/{module}.py") != expected:
+            raise SystemExit(f"{tree}/cost_engine/{module}.py is not the source its run began with (a stopped run "
+                             "left a mutant in it?): run again without --keep-tree")
+
+
 def test_args(module: str, tree: Path, tests: list[str] | None = None) -> list[str]:
     """The pytest command for one mutant of `module`: its focused tests (or `tests`), stopping
     at the first failure, niced so people sharing the machine keep their share."""
@@ -379,7 +392,9 @@ def main() -> None:
     if unknown:
         raise SystemExit(f"unknown modules {sorted(unknown)}; choose from {MODULES}")
     tree = WORK / args.label / "tree"
-    if not (args.keep_tree and tree.exists()):
+    if args.keep_tree and tree.exists():
+        check_kept_tree(args.label, tree, modules)
+    else:
         tree = make_tree(args.label, args.ref)
     for module in modules:
         run_module(module, args.label, tree, args)
