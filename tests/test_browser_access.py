@@ -4,6 +4,7 @@ person sees (two tenants and an admin), and another tenant's drill-down URL show
 from __future__ import annotations
 
 import pytest
+from playwright.sync_api import expect
 
 from tests.dashboard_support import make_store, new_page, streamlit_server
 from tests.dashboard_support import settle as wait_for_run
@@ -78,7 +79,10 @@ def test_tenant_sees_only_their_tenant(server, browser, user, mine, theirs):
         settle(pg)
         text = main_text(pg)
         assert pg.locator('[data-testid="stException"]').count() == 0
-        cells = pg.locator('[data-testid="stDataFrame"]').first.locator("table[role=grid] td").all_inner_texts()
+        # The grid fills its cells after the run has finished: wait for them, then read them.
+        grid_cells = pg.locator('[data-testid="stDataFrame"]').first.locator("table[role=grid] td")
+        expect(grid_cells.first).to_be_attached(timeout=90_000)
+        cells = grid_cells.all_inner_texts()
         tenants = {c.strip() for c in cells}
         assert mine in tenants and theirs not in tenants, (tenants, text[:500])
         # Their own records URL lists records; another tenant's opens empty.
