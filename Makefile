@@ -7,7 +7,7 @@ BUNDLE  ?= sample_data/fleet-week
 PORT    ?= 8501
 HOST    ?= 127.0.0.1
 
-.PHONY: setup test-setup run test bench chromium java prometheus clean
+.PHONY: setup test-setup run test bench mutate chromium java prometheus clean
 
 $(BIN)/ailedger: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -57,6 +57,14 @@ run: setup
 test: test-setup
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
+# Mutation testing of the engine's formula modules with cosmic-ray (docs/testing.md). Slow, so
+# never part of `make test`. Each mutant runs the focused engine tests in a private copy of the
+# tree under .mutation/, niced; the scores and the surviving mutants go to docs/testing.md.
+# MUTATE_ARGS passes options on, e.g. MUTATE_ARGS="--modules tariffs,idle --every 4 --label after".
+mutate: $(VENV)/.test-extras
+	$(BIN)/python -m pip install --quiet -e '.[mutation]'
+	nice -n 10 $(BIN)/python mutation/run.py run $(MUTATE_ARGS)
+
 # The wheel and the sdist, with the standard build front end, into dist/ (docs/deploy.md).
 .PHONY: dist
 dist: setup
@@ -69,4 +77,4 @@ bench: setup
 	$(BIN)/python benchmarks/run.py
 
 clean:
-	rm -rf $(VENV) data .pytest_cache build dist
+	rm -rf $(VENV) data .pytest_cache build dist .mutation

@@ -51,6 +51,7 @@ def owner_table(comp: Computation, keys: list[str]) -> pl.DataFrame:
         pl.col("kwh_gpu").sum().alias("energy_kwh_gpu"),
         pl.col("kwh_fac").sum().alias("energy_kwh_facility"),
         pl.col("carbon_g").sum().truediv(1000).alias("carbon_kg"),
+        pl.col("carbon_known").any().alias("_carbon_known"),
         (pl.col("alloc_h") * 3600).sum().alias("_held_s"),
         pl.col("joules").sum().alias("_joules"),
     ).collect()
@@ -66,6 +67,8 @@ def owner_table(comp: Computation, keys: list[str]) -> pl.DataFrame:
         pl.col(*TOKEN_COLS, "requests", "good_tokens").fill_null(0),
     )
     t = t.with_columns(*unknown_without_telemetry("covered_gpu_hours", "_energy_s"))
+    # CO2e is unknown (not 0 kg) where no tariff gave the owner's energy a carbon intensity.
+    t = t.with_columns(pl.when(pl.col("_carbon_known").fill_null(False)).then(pl.col("carbon_kg")).alias("carbon_kg"))
     tokens_all = pl.sum_horizontal(*TOKEN_COLS)
     t = t.with_columns(
         pl.when(pl.col("covered_gpu_hours") > 0).then(pl.col("_util") / pl.col("covered_gpu_hours")).alias("avg_util_pct"),
@@ -74,7 +77,7 @@ def owner_table(comp: Computation, keys: list[str]) -> pl.DataFrame:
         .alias("cost_per_allocated_gpu_hour"),
         pl.when(tokens_all > 0).then(pl.col("inference_cost") / tokens_all * 1e6).alias("cost_per_million_tokens"),
         pl.when(pl.col("_held_s") > 0).then(pl.col("_joules") / pl.col("_held_s")).alias("avg_power_w_per_gpu"),
-    ).drop("_util", "_held_s", "_joules", "_energy_s")
+    ).drop("_util", "_held_s", "_joules", "_energy_s", "_carbon_known")
     return t.sort(["cost", *keys], descending=[True] + [False] * len(keys))
 
 
@@ -104,6 +107,7 @@ def totals(comp: Computation) -> dict:
         pl.col("joules").sum().alias("joules"),
         pl.col("energy_s").sum().alias("energy_s"),
         pl.col("carbon_g").sum().alias("carbon_g"),
+        pl.col("carbon_known").any().alias("carbon_known"),
     ).row(0, named=True)
     # Unknown is not zero: without telemetry on the held time, activity is unknown; without an
     # energy reading, so are energy, power and carbon.
@@ -144,7 +148,8 @@ def totals(comp: Computation) -> dict:
         ),
         "allocation_rate": _div(s["allocated"], available),
         "avg_power_w": _div(s["joules"], comp.period.hours * 3600) if metered else None,
-        "carbon_kg": s["carbon_g"] / 1000 if metered else None,
+        # Unknown where no tariff gave any of the energy a carbon intensity (never a made-up 0 kg).
+        "carbon_kg": s["carbon_g"] / 1000 if metered and s["carbon_known"] else None,
     }
 
 

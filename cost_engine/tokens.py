@@ -224,6 +224,7 @@ def model_table(
         pl.col("kwh_gpu").sum().alias("energy_kwh_gpu"),
         pl.col("kwh_fac").sum().alias("energy_kwh_facility"),
         pl.col("carbon_g").sum().truediv(1000).alias("carbon_kg"),
+        pl.col("carbon_known").any().alias("_carbon_known"),
         # Seconds the serving cards were held, weighted by capacity: the denominator of average power.
         (pl.col("alloc_h") * 3600).sum().alias("_held_s"),
     ).collect()
@@ -304,9 +305,12 @@ def model_table(
         pl.when(pl.col("_covered") > 0).then(pl.col("active_gpu_hours")).alias("active_gpu_hours"),
         *(pl.when(pl.col("_energy_s") > 0).then(pl.col(c)).alias(c)
           for c in ("energy_kwh_gpu", "energy_kwh_facility", "carbon_kg", "avg_power_w_per_gpu")),
+    ).with_columns(
+        # CO2e is unknown (not 0 kg) where no tariff gave the model's energy a carbon intensity.
+        pl.when(pl.col("_carbon_known").fill_null(False)).then(pl.col("carbon_kg")).alias("carbon_kg"),
     )
     out = t.drop("all_phase", "prefill_ms", "decode_ms", "_held_s", "_cached_part", "has_attempts", "_covered",
-                 "_energy_s").sort(
+                 "_energy_s", "_carbon_known").sort(
         "cost", "model", descending=[True, False]
     )
     return out, gaps

@@ -95,53 +95,65 @@ def make_store(folder: Path, bundle_dir: Path = SAMPLE) -> Path:
     return db
 
 
-def free_port() -> int:
-    import socket
+def bound_url(proc, log_path: Path, timeout: float = 120) -> str:
+    """The URL a Streamlit server started with port 0 prints once it has bound its port (the
+    system picks a free one, so no port is chosen here and released before the server takes it);
+    then its health check answers. Fails with the log's tail if the server exits or never binds."""
+    import re
+    import subprocess
+    import time
+    import urllib.request
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    deadline = time.monotonic() + timeout
+    while True:
+        found = re.search(r"URL: (http://127\.0\.0\.1:\d+)", Path(log_path).read_text())
+        if found:
+            break
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError("the server did not start:\n" + Path(log_path).read_text()[-3000:])
+        try:
+            proc.wait(timeout=0.2)  # wait on the process itself: an exit ends the wait at once
+        except subprocess.TimeoutExpired:
+            pass
+    url = found.group(1)
+    while True:  # bound is not yet serving: ask its health check until it answers
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=10) as r:
+                if r.status == 200:
+                    return url
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError("the server did not answer:\n" + Path(log_path).read_text()[-3000:])
+        try:
+            proc.wait(timeout=0.2)
+        except subprocess.TimeoutExpired:
+            pass
 
 
 @contextlib.contextmanager
 def streamlit_server(env_extra: dict[str, str], log_path: Path, cwd: Path | None = None):
-    """`streamlit run app.py` on a free loopback port; yields its URL, stops it after.
+    """`streamlit run app.py` on a loopback port the system picks; yields its URL, stops it after.
 
     `cwd`: the server's working folder (default: the repository), for tests of paths relative
     to it; the repository's .streamlit/config.toml is copied there so the app runs as shipped."""
     import os
     import subprocess
     import sys
-    import time
-    import urllib.request
 
-    port = free_port()
-    env = dict(os.environ, **env_extra)
+    env = dict(os.environ, **env_extra, PYTHONUNBUFFERED="1")
     if cwd is not None:
         (cwd / ".streamlit").mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / ".streamlit" / "config.toml", cwd / ".streamlit" / "config.toml")
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", str(APP), "--server.port", str(port), "--server.headless",
+            [sys.executable, "-m", "streamlit", "run", str(APP), "--server.port", "0", "--server.headless",
              "true", "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
              "--server.fileWatcherType", "none"],
             cwd=cwd or ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
         )
-        url = f"http://127.0.0.1:{port}"
         try:
-            deadline = time.monotonic() + 90
-            while True:
-                try:
-                    with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
-                        if r.status == 200:
-                            break
-                except OSError:
-                    pass
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    log.flush()
-                    raise RuntimeError("streamlit did not start:\n" + Path(log_path).read_text()[-3000:])
-                time.sleep(0.3)
-            yield url
+            yield bound_url(proc, log_path, timeout=90)
         finally:
             stop(proc)
 
@@ -158,12 +170,60 @@ def stop(proc) -> None:
         proc.wait()
 
 
-# ------------------------------------------------------------------------- browser helpers
-# Every wait is for a state of the page (the script's run state, an element, a text), never a
-# fixed time; the short polls below only re-check such a state.
+# Counts the app's finished script runs in the page itself (a run has finished each time the
+# app's script state leaves "running") and notes when the state last changed. Installed before any
+# of the page's own scripts, so no run is missed; each document gets its own id, so a wait after
+# a navigation counts that document's runs only.
+RUN_COUNTER = """
+window.__ailedgerDoc = Math.random();
+window.__ailedgerRuns = 0;
+window.__ailedgerChanged = performance.now();
+new MutationObserver(records => {
+  for (const r of records) if (r.oldValue === 'running') window.__ailedgerRuns += 1;
+  window.__ailedgerChanged = performance.now();
+}).observe(document, {subtree: true, attributes: true, attributeOldValue: true,
+                      attributeFilter: ['data-test-script-state']});
+"""
+# The app reruns itself after some runs (st.rerun, a widget reporting its first value): the page
+# shows "notRunning" for a moment between the two. No element says that no rerun is coming, so a
+# finished run counts as the last one once the state has stayed "notRunning" for `quiet` ms, as
+# the page's own clock measures it (the browser evaluates this; the test never sleeps).
+_SETTLED = """([doc, seen, title, quiet]) => {
+  const app = document.querySelector('[data-testid="stApp"]');
+  const before = window.__ailedgerDoc === doc ? seen : 0;
+  return !!app && window.__ailedgerRuns > before && app.getAttribute('data-test-script-state') === 'notRunning'
+    && (!title || document.querySelector('h1') !== null) && performance.now() - window.__ailedgerChanged >= quiet;
+}"""
 
 
-def settle(pg, timeout: float = 90.0, quiet: float = 1.2, *, title: bool = True) -> None:
+def new_page(browser, **context_options):
+    """A browser context (1400 x 1000) whose pages count the app's script runs; (context, page)."""
+    ctx = browser.new_context(**{"viewport": {"width": 1400, "height": 1000}, **context_options})
+    ctx.add_init_script(RUN_COUNTER)
+    return ctx, ctx.new_page()
+
+
+def settle(pg, timeout: float = 90.0, title: bool = True, quiet: float = 1.2) -> None:
+    """Wait until the app has finished a script run since the last settle of this document (or
+    since it loaded), has not run again for `quiet` seconds (see _SETTLED) and (with `title`)
+    shows its h1. Call it after each action that runs the script (a load, a click, a form); what
+    a test then looks for, it waits for with Playwright's expect()."""
+    if pg.evaluate("() => typeof window.__ailedgerRuns") == "undefined":
+        # A page from a context without the run counter (browser.new_context, not new_page):
+        # poll the run state instead.
+        _settle_polling(pg, timeout, quiet, title)
+        return
+    doc, seen = getattr(pg, "_ailedger_settled", (None, 0))
+    pg.wait_for_function(_SETTLED, arg=[doc, seen, title, quiet * 1000], timeout=timeout * 1000, polling=100)
+    pg._ailedger_settled = tuple(pg.evaluate("() => [window.__ailedgerDoc, window.__ailedgerRuns]"))
+
+
+def painted(pg) -> None:
+    """Wait until the browser has painted what is on the page (two animation frames)."""
+    pg.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(() => done(true))))")
+
+
+def _settle_polling(pg, timeout: float, quiet: float, title: bool) -> None:
     """Wait until Streamlit has finished running the script (and any rerun it triggered): the app
     reports `notRunning` continuously for `quiet` seconds and (with `title`) the page has its
     title; pages that stop before one (no access) pass title=False."""
@@ -184,6 +244,11 @@ def settle(pg, timeout: float = 90.0, quiet: float = 1.2, *, title: bool = True)
             return
         pg.wait_for_timeout(100)
     raise AssertionError("Streamlit did not finish running in time")
+# ------------------------------------------------------------------------- browser helpers
+# Every wait is for a state of the page (the script's run state, an element, a text), never a
+# fixed time; the short polls below only re-check such a state.
+
+
 
 
 def charts_drawn(pg, timeout: float = 90_000) -> None:
@@ -216,7 +281,7 @@ def shot(pg, name: str, folder: Path = SHOTS) -> Path:
         timeout=30_000,
     )
     charts_drawn(pg)
-    settle(pg)  # a resize can rerun what depends on the width: wait for the page, not for time
+    painted(pg)
     charts_drawn(pg)
     path = folder / f"{name}.png"
     pg.screenshot(path=str(path), full_page=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timezone
 
 from cost_engine.bundle import Bundle
@@ -44,3 +45,17 @@ def stop_process(proc, timeout: float = 20) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(timeout=timeout)
+
+
+EVENT_KINDS = ["degraded_hardware", "maintenance", "network_bottleneck", "storage_bottleneck", "data_loading"]
+
+
+def draw_event(draw, span, at, n_cards: int, nodes: Sequence[str], pools: Sequence[str]) -> dict:
+    """A Hypothesis-drawn event on a card, a node or a pool over `span` (property tests)."""
+    from hypothesis import strategies as st  # only the property tests need Hypothesis
+
+    start, dur = draw(span)
+    scope = draw(st.sampled_from(["gpu_id", "node", "pool"]))
+    value = {"gpu_id": f"g{draw(st.integers(0, n_cards - 1))}", "node": draw(st.sampled_from(nodes)),
+             "pool": draw(st.sampled_from(pools))}[scope]
+    return {"start": at(start), "end": at(start + dur), scope: value, "kind": draw(st.sampled_from(EVENT_KINDS))}

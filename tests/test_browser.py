@@ -1,5 +1,5 @@
 """The dashboard in headless Chromium (Debian's /usr/bin/chromium, never a Playwright download)
-against one `streamlit run` server per session on a free port, reading a DuckDB store of the
+against one `streamlit run` server per session on a port the system picks, reading a DuckDB store of the
 sample fleet. Screenshots of each page go to test-output/screenshots/."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
 
 from tests.dashboard_support import (
     EVIL_TENANT,
@@ -19,8 +20,10 @@ from tests.dashboard_support import (
     click_row,
     grid_cells,
     make_store,
+    new_page,
     no_exceptions,
     open_url,
+    painted,
     settle,
     shot,
     streamlit_server,
@@ -28,6 +31,8 @@ from tests.dashboard_support import (
 )
 
 pytestmark = pytest.mark.browser
+# A busy machine can take seconds to draw what a run sent: every expect() waits up to a minute.
+expect.set_options(timeout=60_000)
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -52,8 +57,7 @@ def server(chromium, data) -> str:
 
 @pytest.fixture
 def page(browser):
-    context = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
-    pg = context.new_page()
+    context, pg = new_page(browser, accept_downloads=True)
     pg.dialogs = []  # any alert() would land here: names must never run as script
     pg.on("dialog", lambda d: (pg.dialogs.append(d.message), d.dismiss()))
     yield pg
@@ -81,7 +85,7 @@ def whole_page(pg):
 @contextlib.contextmanager
 def fresh_page(browser, url: str):
     """The URL alone, opened in a fresh browser session (no state carried over), without errors."""
-    other = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+    _, other = new_page(browser)
     try:
         open_url(other, url)
         no_exceptions(other)
@@ -111,7 +115,7 @@ def test_rankings_drill_down_and_shareable_url(server, page, browser):
     page.wait_for_url(re.compile(r"level=projects"))
     settle(page)
     no_exceptions(page)
-    assert page.get_by_role("heading", name="Projects of research").count() == 1
+    expect(page.get_by_role("heading", name="Projects of research")).to_have_count(1)
     shot(page, "rankings-tenant")
     click_row(page, 0, 0)  # its top project
     page.wait_for_url(re.compile(r"level=project&"))
@@ -121,14 +125,14 @@ def test_rankings_drill_down_and_shareable_url(server, page, browser):
     page.wait_for_url(re.compile(r"level=records"))
     settle(page)
     no_exceptions(page)
-    assert page.get_by_text("read from the DuckDB store").count() == 1
+    expect(page.get_by_text("read from the DuckDB store")).to_have_count(1)
     cells = grid_cells(page, 0)
     assert any(c.startswith("alloc-") for c in cells)
     shot(page, "rankings-records")
     # The URL alone reopens the same records, in a fresh browser session.
     with fresh_page(browser, page.url) as other:
         assert grid_cells(other, 0) == cells
-        assert other.get_by_role("heading", name=re.compile("^Raw records")).count() == 1
+        expect(other.get_by_role("heading", name=re.compile("^Raw records"))).to_have_count(1)
     # The breadcrumb goes back to the top.
     page.get_by_role("button", name="All owners").click()
     page.wait_for_url(re.compile(r"level=tenants"))
@@ -151,8 +155,8 @@ def test_idle_page_lists_causes(server, page):
     page.wait_for_url(re.compile(r"cause=underutilized"))
     settle(page)
     no_exceptions(page)
-    assert page.get_by_role("heading", name=re.compile(r"^Behind Underutilized \(held\)")).count() == 1
-    assert page.get_by_role("heading", name="Card telemetry").count() == 1
+    expect(page.get_by_role("heading", name=re.compile(r"^Behind Underutilized \(held\)"))).to_have_count(1)
+    expect(page.get_by_role("heading", name="Card telemetry")).to_have_count(1)
     shot(page, "idle-cause")
 
 
@@ -187,13 +191,13 @@ def test_html_in_names_shows_as_text(server, page, data):
     page.locator('[data-testid="stSidebarNav"]').get_by_text("Rankings").click()
     settle(page)
     no_exceptions(page)
-    assert page.get_by_text(EVIL_TENANT).count() >= 1  # the chart's axis label, as text
+    expect(page.get_by_text(EVIL_TENANT).first).to_be_attached()  # the chart's axis label, as text
     click_row(page, 0, 0)
     page.wait_for_url(re.compile(r"level=projects"))
     settle(page)
     no_exceptions(page)
-    assert page.get_by_role("heading", name=f"Projects of {EVIL_TENANT}").count() == 1
-    assert page.get_by_role("button", name=f"tenant {EVIL_TENANT}").count() == 1
+    expect(page.get_by_role("heading", name=f"Projects of {EVIL_TENANT}")).to_have_count(1)
+    expect(page.get_by_role("button", name=f"tenant {EVIL_TENANT}")).to_have_count(1)
     shot(page, "rankings-html-names")
     # Nothing was interpreted: no dialog, no injected element, no script carrying the payload.
     assert not page.dialogs

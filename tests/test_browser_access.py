@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.dashboard_support import grid_with, make_store, streamlit_server
-from tests.dashboard_support import settle as settle_run
+from tests.dashboard_support import grid_with, make_store, new_page, streamlit_server
+from tests.dashboard_support import settle as wait_for_run
 
 pytestmark = pytest.mark.browser
 
@@ -42,14 +42,12 @@ def page_as(browser, user: str | None, groups: str = ""):
         headers["X-Forwarded-User"] = user
     if groups:
         headers["X-Forwarded-Groups"] = groups
-    ctx = browser.new_context(viewport={"width": 1400, "height": 1000}, extra_http_headers=headers)
-    return ctx, ctx.new_page()
+    return new_page(browser, extra_http_headers=headers)
 
 
-def settle(pg) -> None:
-    """The shared wait for the script's run state (some pages here stop before a title)."""
-    pg.wait_for_selector('[data-testid="stApp"]')
-    settle_run(pg, title=False)
+def settle(pg, timeout: float = 90.0) -> None:
+    """The shared wait for a finished run; a page shown to nobody may have no title."""
+    wait_for_run(pg, timeout, title=False)
 
 
 def record_rows(pg, url: str) -> int:

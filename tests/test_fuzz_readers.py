@@ -7,9 +7,11 @@ BundleError; never any other exception. The streaming CSV reader (forced, tiny c
 the same result as the whole-file reader on every CSV input.
 
 Engine: any bundle the reader accepts from random row values computes, reports, and
-reconciles: every input dollar lands in exactly one bucket (difference 0 within 1e-6 of the
-input cost). tests/test_reconciliation_property.py checks the same on typed frames built in
-memory; here the rows come through the reader, hostile values included.
+reconciles: every input dollar lands in exactly one bucket, against an input side the test sums
+itself from the accepted rows (tests/oracles.py: cost rows pro rata to the period, rates x
+capacity, measured energy), never from the engine's frames. tests/test_reconciliation_property.py
+checks the same on typed frames built in memory; here the rows come through the reader, hostile
+values included.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import polars as pl
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
@@ -32,6 +35,7 @@ from cost_engine.bundle import BundleError, read_bundle
 from cost_engine.config import parse_config
 from cost_engine.engine import compute
 from cost_engine.report import build_report
+from tests import oracles
 
 FUZZ = settings(
     max_examples=60,
@@ -297,8 +301,11 @@ def engine_bundles(draw) -> dict[str, bytes]:
                   draw(st.sampled_from(["m", "n"])), draw(TOKENS_TEXT), draw(TOKENS_TEXT), draw(TOKENS_TEXT)])
         for _ in range(draw(st.integers(0, 5)))
     ]
-    rates = ["pool,price_per_gpu_hour"] + [
-        f"{draw(POOL_TEXT)},{draw(AMOUNT_TEXT)}" for _ in range(draw(st.integers(0, 2)))
+    # Rate windows may start before and end after the period, or be open ("").
+    rates = ["pool,price_per_gpu_hour,start,end"] + [
+        f"{draw(POOL_TEXT)},{draw(AMOUNT_TEXT)},{draw(st.sampled_from(['', '', draw(TIME_TEXT)]))},"
+        f"{draw(st.sampled_from(['', '', draw(TIME_TEXT)]))}"
+        for _ in range(draw(st.integers(0, 2)))
     ]
     owners = "tenant,project\nA,A1\nB,B1\n"
     files = {
@@ -327,7 +334,10 @@ def test_engine_reconciles_on_any_accepted_bundle(files: dict[str, bytes], idle:
         rep = build_report(compute(bundle, config))
     rc = rep["reconciliation"]
     assert math.isfinite(rc["input_cost"])
-    assert abs(rc["difference"]) <= 1e-6 * max(1.0, rc["input_cost"]), rc
+    # The input side summed from the accepted rows by the test itself, never from the engine's frames.
+    expected = oracles.input_cost(bundle, config)
+    assert rc["input_cost"] == pytest.approx(expected, rel=1e-9, abs=1e-6), rc
+    assert rc["attributed"] + rc["idle"] + rc["unattributed"] == pytest.approx(expected, rel=1e-9, abs=1e-6), rc
     assert min(rc["attributed"], rc["idle"], rc["unattributed"]) >= -1e-6 * max(1.0, rc["input_cost"])
     t = rep["totals"]
     if t["available_gpu_hours"] is not None:  # None: no usable inventory, capacity unknown

@@ -2,7 +2,7 @@
 `ailedger import prometheus --url`, give exactly what the import of the same file gives.
 
 The server (Debian's `prometheus`, installed by `make prometheus`) is started and stopped here,
-bound to 127.0.0.1 on a free port, over a TSDB that `promtool tsdb create-blocks-from
+bound to 127.0.0.1 on a port the system picks, over a TSDB that `promtool tsdb create-blocks-from
 openmetrics` built from tests/fixtures/importers/gpu_cluster_range.om. With CI=true a missing
 binary is a failure, not a skip.
 """
@@ -10,6 +10,7 @@ binary is a failure, not a skip.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -38,12 +39,6 @@ def _binaries() -> tuple[str, str]:
     pytest.skip("prometheus/promtool are not installed (make prometheus)")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _ready(url: str) -> bool:
     try:
         with urllib.request.urlopen(url + "/-/ready", timeout=2) as resp:
@@ -61,25 +56,30 @@ def prometheus_url(tmp_path_factory):
                    check=True, capture_output=True, timeout=120)
     config = root / "prometheus.yml"
     config.write_text("global:\n  scrape_interval: 1h\nscrape_configs: []\n")  # nothing to scrape
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    log = (root / "prometheus.log").open("wb")
+    log_path = root / "prometheus.log"
+    log = log_path.open("wb")
+    # Port 0: the system picks a free port when Prometheus binds, and its log says which ("Listening
+    # on"), so no port is chosen here and released before the server takes it.
     # lookback-delta below the 60 s step: backfilled series carry no staleness markers, so a
     # series that ended would otherwise be repeated for 5 minutes (a scraped one is marked stale).
     proc = subprocess.Popen(
-        [prom, f"--config.file={config}", f"--storage.tsdb.path={data}", f"--web.listen-address=127.0.0.1:{port}",
+        [prom, f"--config.file={config}", f"--storage.tsdb.path={data}", "--web.listen-address=127.0.0.1:0",
          "--storage.tsdb.retention.time=100y", "--query.lookback-delta=30s"],
         stdout=log, stderr=subprocess.STDOUT,
     )
     try:
+        url = None
         for _ in range(600):  # up to a minute; each round waits on the process itself
-            if _ready(url):
+            if url is None:
+                bound = re.search(r'msg="Listening on" address=(127\.0\.0\.1:\d+)', log_path.read_text())
+                url = f"http://{bound.group(1)}" if bound else None
+            if url is not None and _ready(url):
                 break
             try:
                 proc.wait(timeout=0.1)
             except subprocess.TimeoutExpired:
                 continue
-            pytest.fail(f"prometheus exited with {proc.returncode}: {(root / 'prometheus.log').read_text()[-2000:]}")
+            pytest.fail(f"prometheus exited with {proc.returncode}: {log_path.read_text()[-2000:]}")
         else:
             pytest.fail("prometheus did not become ready within a minute")
         yield url
@@ -132,9 +132,13 @@ def test_live_vllm_import_equals_file_import(prometheus_url, tmp_path):
 
 
 def test_live_prometheus_unreachable_is_a_clear_error(tmp_path):
-    port = _free_port()  # nothing listens there
-    res = CliRunner().invoke(import_cmd, ["prometheus", "--url", f"http://127.0.0.1:{port}", "--start", START,
-                                          "--end", END, "--into", str(tmp_path)])
+    # A port held (bound, never listening) for the whole test: nothing else can take it, and a
+    # connection to it is refused.
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        port = held.getsockname()[1]
+        res = CliRunner().invoke(import_cmd, ["prometheus", "--url", f"http://127.0.0.1:{port}", "--start", START,
+                                              "--end", END, "--into", str(tmp_path)])
     assert res.exit_code == 2
     assert f"error: http://127.0.0.1:{port}/api/v1/query_range: cannot reach Prometheus" in res.output
 

@@ -157,16 +157,25 @@ def test_readers_see_old_or_new_never_half_and_never_fail(db: Path) -> None:
 
 HOLD_CHILD = """
 import sys, time
+from pathlib import Path
 from cost_engine import store
 path, mode, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
 with store.connect(path, read_only=(mode == "read")):
     print("holding", flush=True)
     time.sleep(seconds)
+    # Written while the connection is still open: whoever waited for this connection finds it.
+    Path(path + ".letting-go").touch()
 print("released", flush=True)
 """
 
 
+def _letting_go(db: Path) -> Path:
+    """The file the holding child writes just before it closes its connection."""
+    return Path(str(db) + ".letting-go")
+
+
 def _hold(db: Path, mode: str, seconds: float) -> subprocess.Popen:
+    _letting_go(db).unlink(missing_ok=True)
     child = run_child(HOLD_CHILD, str(db), mode, str(seconds))
     assert child.stdout is not None
     line = child.stdout.readline().strip()
@@ -178,13 +187,13 @@ def test_ingest_waits_for_a_reader_in_another_process(db: Path) -> None:
     store.ingest(db, Bundle.from_frames({"allocations": allocations(2)}))
     child = _hold(db, "read", 1.5)
     try:
-        began = time.monotonic()
         result = store.ingest(db, Bundle.from_frames({"allocations": allocations(5)}))
-        waited = time.monotonic() - began
+        # The ingest could only finish once the reader was letting go: it waited for the reader
+        # instead of failing with "Could not set lock" (a state, not a time: no clock is read).
+        assert _letting_go(db).exists()
     finally:
         child.wait(timeout=30)
     assert result.inserted["allocations"] == 3
-    assert waited > 0.5  # it waited for the reader instead of failing with "Could not set lock"
 
 
 def test_reader_waits_for_a_writer_in_another_process(db: Path) -> None:
@@ -192,12 +201,10 @@ def test_reader_waits_for_a_writer_in_another_process(db: Path) -> None:
     version = store.data_version(db)
     child = _hold(db, "write", 1.0)
     try:
-        began = time.monotonic()
         assert store.data_version(db) == version
-        waited = time.monotonic() - began
+        assert _letting_go(db).exists()  # it read once the writer was letting go, not before
     finally:
         child.wait(timeout=30)
-    assert waited > 0.3
 
 
 def test_waits_are_bounded(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -17,7 +17,6 @@ import shutil
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -25,8 +24,7 @@ import pytest
 import cost_engine
 from cost_engine import api, views
 from cost_engine.report import build_report
-from tests.dashboard_support import ROOT, SAMPLE, stop
-from tests.test_browser import settle
+from tests.dashboard_support import ROOT, SAMPLE, bound_url, new_page, settle, stop
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -169,18 +167,7 @@ def serving(installed: Installed, *args: str):
         proc = subprocess.Popen([str(installed.venv / "bin" / "ailedger"), "serve", *args, "--port", "0"],
                                 cwd=installed.work, env=installed.env, stdout=log, stderr=subprocess.STDOUT)
         try:
-            deadline = time.monotonic() + 120
-            url = None
-            while url is None:
-                found = re.search(r"URL: (http://127\.0\.0\.1:\d+)", log_path.read_text())
-                if found:
-                    url = found.group(1)
-                elif proc.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError("ailedger serve did not start:\n" + log_path.read_text()[-3000:])
-                else:
-                    time.sleep(0.2)
-            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=10) as r:
-                assert r.status == 200
+            url = bound_url(proc, log_path)
             yield url
         finally:
             stop(proc)
@@ -205,9 +192,8 @@ def test_serve_shows_the_fleet_total_in_chromium(installed, browser, checkout_re
              views.format_value(checkout_report["totals"]["cost"], "USD")),
             ({"X-Forwarded-User": "bob@example.com"}, views.format_value(product, "USD")),
         ):
-            ctx = browser.new_context(viewport={"width": 1400, "height": 1000}, extra_http_headers=headers)
+            ctx, pg = new_page(browser, extra_http_headers=headers)
             try:
-                pg = ctx.new_page()
                 pg.goto(url)
                 settle(pg, timeout=120)
                 assert pg.locator('[data-testid="stException"]').count() == 0

@@ -1,0 +1,406 @@
+#!/usr/bin/env python3
+"""Mutation testing of the engine's formula modules with cosmic-ray (`make mutate`, issue 25).
+
+    python mutation/run.py run [--modules allocation,idle] [--label after] [--ref REF]
+        [--every N] [--timeout S] [--rerun-survivors-of LABEL]
+    python mutation/run.py report        # rewrites the generated part of docs/testing.md
+
+Each run works on a private copy of the tree under .mutation/<label>/tree (git-ignored), never
+on the working tree: cosmic-ray writes each mutant into the module file, runs the focused tests
+of that module in a subprocess (`pytest -x`, fastest files first), and puts the file back. With
+--ref the copy is that commit (`git archive`), so the score of an earlier test suite can be
+measured beside today's ("before" and "after" in docs/testing.md).
+
+One mutant per site: operators that give many variants of one spot (`+` into eleven other
+operators, a number into +1 and -1) keep one natural variant each (KEPT_OPERATORS). Timeouts
+count as killed by cosmic-ray; they are counted apart here so a slow machine cannot hide a
+survivor. --every N keeps every N-th mutant of a module (by a stable hash of its site) where
+the machine cannot run all of them; the report says which runs were sampled.
+
+Results are summarised into mutation/results/<label>.json (committed), from which `report`
+writes the tables and the surviving mutants into docs/testing.md; mutation/equivalent.toml
+gives the reason of every survivor judged equivalent (it cannot change any output).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import re
+import shlex
+import shutil
+import sqlite3
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+WORK = ROOT / ".mutation"
+RESULTS = ROOT / "mutation" / "results"
+EQUIVALENT = ROOT / "mutation" / "equivalent.toml"
+MANUAL = ROOT / "mutation" / "manual.toml"
+DOC = ROOT / "docs" / "testing.md"
+BEGIN, END = "<!-- mutation:begin (written by mutation/run.py report) -->", "<!-- mutation:end -->"
+
+# The formula modules, in the order a partial run should reach them.
+MODULES = ["tariffs", "intervals", "ledger", "allocation", "idle", "tokens", "activity", "telemetry", "engine",
+           "report", "rollup"]
+
+# Fast, focused tests without a browser, a server or Spark; fastest files first so `-x` stops
+# early on a killed mutant. Files missing from an older tree (--ref) are left out.
+ENGINE_TESTS = ["tests/test_intervals.py", "tests/test_mutants.py", "tests/test_tariffs.py", "tests/test_engine_core.py",
+                "tests/test_idle.py", "tests/test_interval_ledger.py", "tests/test_energy_tokens.py",
+                "tests/test_telemetry_windows.py"]
+TESTS = {m: ENGINE_TESTS for m in MODULES}
+TESTS["rollup"] = ["tests/test_rollup.py"]  # its Spark test is marked slow and left out (-m "not slow")
+
+KEPT_OPERATORS = re.compile(
+    r"core/(ReplaceBinaryOperator_(Add_Sub|Sub_Add|Mul_Div|Div_Mul|FloorDiv_Div|Mod_FloorDiv|Pow_Mul|BitAnd_BitOr"
+    r"|BitOr_BitAnd|BitXor_BitAnd|LShift_RShift|RShift_LShift)"
+    r"|ReplaceComparisonOperator_(Eq_NotEq|NotEq_Eq|Lt_LtE|LtE_Lt|Gt_GtE|GtE_Gt|Is_IsNot|IsNot_Is)"
+    r"|ReplaceUnaryOperator_(USub_UAdd|Delete_Not|Delete_Invert)"
+    r"|AddNot|ReplaceTrueWithFalse|ReplaceFalseWithTrue|ReplaceAndWithOr|ReplaceOrWithAnd"
+    r"|ReplaceBreakWithContinue|ReplaceContinueWithBreak|ZeroIterationForLoop|NumberReplacer)$"
+)
+
+
+def bin_path(name: str) -> str:
+    return str(Path(sys.executable).parent / name)
+
+
+def make_tree(label: str, ref: str | None) -> Path:
+    """A fresh copy of the tree (the working tree's files, or commit `ref`) for this label."""
+    tree = WORK / label / "tree"
+    if tree.exists():
+        shutil.rmtree(tree)
+    tree.mkdir(parents=True)
+    if ref:
+        archive = subprocess.run(["git", "archive", ref, "cost_engine", "tests", "sample_data", "pyproject.toml"],
+                                 cwd=ROOT, check=True, capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+    else:
+        listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "cost_engine", "tests", "sample_data",
+                                 "pyproject.toml"], cwd=ROOT, check=True, capture_output=True, text=True).stdout
+        for name in listed.splitlines():
+            src = ROOT / name
+            if src.is_file():
+                (tree / name).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(src, tree / name)
+    # The editable install points at the working tree: the tests must import this copy instead.
+    where = subprocess.run([sys.executable, "-c", "import cost_engine; print(cost_engine.__file__)"], cwd=tree,
+                           check=True, capture_output=True, text=True).stdout.strip()
+    if not Path(where).resolve().is_relative_to(tree.resolve()):
+        raise SystemExit(f"the copy at {tree} imports cost_engine from {where}; mutants would not be tested")
+    return tree
+
+
+def check_kept_tree(label: str, tree: Path, modules: list[str]) -> None:
+    """A run stopped while a mutant was written leaves that mutant in the copy: a kept tree must
+    still hold each module as its run began (the hash in its meta file)."""
+    for module in modules:
+        meta_file = WORK / label / f"{module}.meta.json"
+        if not meta_file.exists():
+            continue
+        expected = json.loads(meta_file.read_text()).get("source")
+        if expected and source_hash(tree / f"cost_engine/{module}.py") != expected:
+            raise SystemExit(f"{tree}/cost_engine/{module}.py is not the source its run began with (a stopped run "
+                             "left a mutant in it?): run again without --keep-tree")
+
+
+def test_args(module: str, tree: Path, tests: list[str] | None = None) -> list[str]:
+    """The pytest command for one mutant of `module`: its focused tests (or `tests`), stopping
+    at the first failure, niced so people sharing the machine keep their share."""
+    files = tests or [f for f in TESTS[module] if (tree / f).is_file()]
+    marks = ["-m", "not slow"] if module == "rollup" and not tests else []
+    return ["nice", "-n", "10", sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+            "--tb=line", "-o", "addopts=", *marks, *files]
+
+
+def test_command(module: str, tree: Path) -> str:
+    return shlex.join(test_args(module, tree))
+
+
+def site_key(spec: dict) -> str:
+    return f"{spec['module_path']}:{spec['start_pos'][0]}:{spec['start_pos'][1]}:{spec['operator_name']}"
+
+
+def keep(spec: dict, every: int) -> bool:
+    """One mutant per site, and every N-th site of the module when sampling."""
+    if not KEPT_OPERATORS.match(spec["operator_name"]):
+        return False
+    if spec["operator_name"] == "core/NumberReplacer" and spec["occurrence"] % 2:
+        return False  # the -1 twin of the +1 mutant at the same number
+    digest = int(hashlib.sha1(site_key(spec).encode()).hexdigest(), 16)
+    return digest % every == 0
+
+
+def dump(session: Path, cwd: Path) -> list[dict]:
+    out = subprocess.run([bin_path("cosmic-ray"), "dump", str(session)], cwd=cwd, check=True, capture_output=True,
+                         text=True).stdout
+    return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+
+def skip_filtered(session: Path, every: int, tree: Path) -> None:
+    """Marks the mutants we do not run as skipped, the way cosmic-ray's own filters do."""
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import WorkerOutcome, WorkResult
+
+    with use_db(str(session), WorkDB.Mode.open) as db:
+        skipped = [item.job_id for item in db.pending_work_items
+                   if not all(keep(_spec(m), every) for m in item.mutations)]
+        db.set_multiple_results(skipped, WorkResult(output="not in the kept set", worker_outcome=WorkerOutcome.SKIPPED))
+
+
+def _spec(m) -> dict:
+    return {"module_path": str(m.module_path), "operator_name": m.operator_name, "occurrence": m.occurrence,
+            "start_pos": list(m.start_pos)}
+
+
+def write_config(module: str, label: str, tree: Path, timeout: float) -> Path:
+    cfg = WORK / label / f"{module}.toml"
+    cfg.write_text(
+        "[cosmic-ray]\n"
+        f'module-path = "cost_engine/{module}.py"\n'
+        f"timeout = {timeout}\n"
+        "excluded-modules = []\n"
+        f"test-command = {json.dumps(test_command(module, tree))}\n"
+        "[cosmic-ray.distributor]\n"
+        'name = "local"\n',
+        encoding="utf-8",
+    )
+    return cfg
+
+
+def source_hash(path: Path) -> str:
+    return hashlib.sha1(path.read_bytes()).hexdigest()
+
+
+def run_module(module: str, label: str, tree: Path, args) -> None:
+    session = WORK / label / f"{module}.sqlite"
+    cfg = write_config(module, label, tree, args.timeout)
+    fresh = not session.exists()
+    if fresh and args.rerun_survivors_of:
+        prior = WORK / args.rerun_survivors_of / f"{module}.sqlite"
+        prior_tree = WORK / args.rerun_survivors_of / "tree"
+        same_source = prior.exists() and source_hash(prior_tree / f"cost_engine/{module}.py") == source_hash(
+            tree / f"cost_engine/{module}.py")
+        if same_source:
+            # Tests were only added: a mutant killed before stays killed. Run the survivors (and
+            # whatever did not run) again.
+            shutil.copy2(prior, session)
+            prior_meta = WORK / args.rerun_survivors_of / f"{module}.meta.json"
+            if prior_meta.exists():  # the same sampled sites, now against the working tree's tests
+                meta = {**json.loads(prior_meta.read_text()), "ref": args.ref, "command": test_command(module, tree)}
+                (WORK / label / f"{module}.meta.json").write_text(json.dumps(meta), encoding="utf-8")
+            con = sqlite3.connect(session)
+            con.execute("DELETE FROM work_results WHERE test_outcome = 'SURVIVED' OR worker_outcome IN ('EXCEPTION', 'ABNORMAL')")
+            con.commit()
+            con.close()
+            fresh = False
+        else:
+            print(f"{module}: source changed since '{args.rerun_survivors_of}', every mutant runs again", flush=True)
+    if fresh:
+        subprocess.run([bin_path("cosmic-ray"), "init", str(cfg), str(session)], cwd=tree, check=True)
+        skip_filtered(session, args.every, tree)
+        meta = {"every": args.every, "ref": args.ref, "source": source_hash(tree / f"cost_engine/{module}.py"),
+                "command": test_command(module, tree)}
+        (WORK / label / f"{module}.meta.json").write_text(json.dumps(meta), encoding="utf-8")
+    started = time.monotonic()
+    print(f"{module}: running mutants (timeout {args.timeout:.0f} s each)", flush=True)
+    subprocess.run([bin_path("cosmic-ray"), "exec", str(cfg), str(session)], cwd=tree, check=False)
+    summarise(label, module, tree)
+    print(f"{module}: done in {time.monotonic() - started:.0f} s", flush=True)
+
+
+def summarise(label: str, module: str, tree: Path) -> dict:
+    session = WORK / label / f"{module}.sqlite"
+    meta_file = WORK / label / f"{module}.meta.json"
+    meta = json.loads(meta_file.read_text()) if meta_file.exists() else {}
+    rows = dump(session, tree)
+    counts = {"killed": 0, "timeout": 0, "survived": 0, "incompetent": 0, "pending": 0, "skipped": 0}
+    survivors = []
+    for item, result in rows:
+        if result is None:
+            counts["pending"] += 1
+        elif result["worker_outcome"] == "skipped":
+            counts["skipped"] += 1
+        elif result["worker_outcome"] != "normal":
+            counts["incompetent"] += 1  # no-test or an exception in the mutation machinery
+        elif result["test_outcome"] == "survived":
+            counts["survived"] += 1
+            m = item["mutations"][0]
+            survivors.append({"line": m["start_pos"][0], "operator": m["operator_name"].removeprefix("core/"),
+                              "function": m.get("definition_name"), "diff": _short_diff(result.get("diff") or "")})
+        elif result["test_outcome"] == "incompetent":
+            counts["incompetent"] += 1
+        elif (result.get("output") or "") == "timeout":
+            counts["timeout"] += 1
+        else:
+            counts["killed"] += 1
+    out_file = RESULTS / f"{label}.json"
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    data = json.loads(out_file.read_text()) if out_file.exists() else {}
+    data[module] = {**counts, "every": meta.get("every", 1), "ref": meta.get("ref"), "measured": _where_and_when(),
+                    "survivors": sorted(survivors, key=lambda s: (s["line"], s["operator"]))}
+    out_file.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return data[module]
+
+
+def _where_and_when() -> str:
+    """The date and the machine of a measurement: a score says little without them."""
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else ""
+    return f"{time.strftime('%Y-%m-%d', time.gmtime())}, {os.cpu_count()} cores ({cpu or platform.machine()})"
+
+
+def _short_diff(diff: str) -> list[str]:
+    return [line for line in diff.splitlines() if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+
+
+def score(c: dict, equivalent: int = 0) -> str:
+    """Killed (timeouts included) over the mutants run, less those judged equivalent."""
+    ran = c["killed"] + c["timeout"] + c["survived"] - equivalent
+    if not ran:
+        return "—"
+    return f"{100 * (c['killed'] + c['timeout']) / ran:.1f} % ({c['killed'] + c['timeout']}/{ran})"
+
+
+def report() -> None:
+    labels = {p.stem: json.loads(p.read_text()) for p in sorted(RESULTS.glob("*.json"))}
+    equivalent = tomllib.loads(EQUIVALENT.read_text()) if EQUIVALENT.exists() else {}
+    before, after = labels.get("before", {}), labels.get("after", {})
+    lines = [BEGIN, "", "| module | before: killed / run | after: killed / run | after, equivalents set apart | "
+             "equivalent | timeouts | not run | measured (after) |", "|---|---|---|---|---|---|---|---|"]
+    for m in MODULES:
+        b, a = before.get(m), after.get(m)
+        if not b and not a:
+            lines.append(f"| {m} | not run | not run | | | | | |")
+            continue
+        sampled = "".join(f" (every {x['every']}th site)" for x in (a or b,) if x.get("every", 1) > 1)
+        if a:
+            same = sum(_reason(equivalent, m, s) is not None for s in a["survivors"])
+            lines.append(f"| {m} | {score(b) if b else 'not run'} | {score(a)}{sampled} | {score(a, same)} | {same} | "
+                         f"{a['timeout']} | {a['pending']} | {a.get('measured', '')} |")
+        else:
+            lines.append(f"| {m} | {score(b)}{sampled} | not run | | | | | {b.get('measured', '')} (before) |")
+    lines += ["", "Surviving mutants after the new tests (line: operator in function, the change, and why it is",
+              "equivalent, from mutation/equivalent.toml):", ""]
+    for m in MODULES:
+        a = after.get(m) or before.get(m)
+        if not a or not a["survivors"]:
+            continue
+        lines.append(f"**{m}.py**")
+        lines.append("")
+        for s in a["survivors"]:
+            change = " / ".join(x.strip() for x in s["diff"]) or "?"
+            reason = _reason(equivalent, m, s) or "**not explained yet**"
+            lines.append(f"- {s['line']}: {s['operator']} in `{s['function']}`: `{change[:160]}` — {reason}")
+        lines.append("")
+    manual_file = RESULTS / "manual.json"
+    if manual_file.exists():
+        equivalent_manual = {m["name"]: m.get("equivalent") for m in tomllib.loads(MANUAL.read_text())["mutant"]}
+        lines += ["Mutants made by hand (mutation/manual.toml), run with `python mutation/run.py manual --ref "
+                  "<commit before the new tests>`: \"before\" is the focused engine tests of that commit, \"after\" the test "
+                  "named for the mutant in tests/test_mutants.py.", "",
+                  "| mutant | before | after: its test |", "|---|---|---|"]
+        for m in json.loads(manual_file.read_text()):
+            after = m.get("after", "not run")
+            if after == "survived" and equivalent_manual.get(m["name"]):
+                after += f" (equivalent: {equivalent_manual[m['name']]})"
+            lines.append(f"| {m['name']} (`{m['file']}`) | {m.get('before', 'not run')} | {after} |")
+        lines.append("")
+    lines.append(END)
+    text = DOC.read_text(encoding="utf-8") if DOC.exists() else f"# Testing\n\n{BEGIN}\n{END}\n"
+    head, _, rest = text.partition(BEGIN)
+    _, _, tail = rest.partition(END)
+    DOC.write_text(head + "\n".join(lines) + tail, encoding="utf-8")
+    print(f"wrote {DOC.relative_to(ROOT)}")
+
+
+def _reason(equivalent: dict, module: str, s: dict) -> str | None:
+    """The recorded reason for a survivor, matched on its function, operator and the mutated line's text."""
+    changed = " ".join(x[1:].strip() for x in s["diff"] if x.startswith("+"))
+    for entry in equivalent.get(module, []):
+        if entry.get("function") == str(s["function"]) and entry["operator"] == s["operator"] and entry["match"] in changed:
+            return entry["reason"]
+    return None
+
+
+def manual(ref: str | None, timeout: float) -> None:
+    """Apply each hand-made mutant of mutation/manual.toml to a copy of the working tree and run
+    the test named for it (it must fail); with `ref`, also run the focused engine tests of that
+    commit on the same mutant (the suite as it was: did it catch the mutant then?)."""
+    mutants = tomllib.loads(MANUAL.read_text(encoding="utf-8"))["mutant"]
+    trees = {"after": make_tree("manual-after", None)}
+    if ref:
+        trees["before"] = make_tree("manual-before", ref)
+    results = []
+    for m in mutants:
+        row = {"name": m["name"], "file": m["file"], "test": m["test"]}
+        for label, tree in trees.items():
+            path = tree / m["file"]
+            original = path.read_text(encoding="utf-8")
+            if original.count(m["old"]) != 1:
+                raise SystemExit(f"{m['name']}: the text to change occurs {original.count(m['old'])} times in {m['file']}")
+            module = Path(m["file"]).stem
+            cmd = test_args(module, tree, [m["test"]] if label == "after" else None)
+            try:
+                path.write_text(original.replace(m["old"], m["new"]), encoding="utf-8")
+                try:
+                    rc = subprocess.run(cmd, cwd=tree, capture_output=True, timeout=timeout).returncode
+                except subprocess.TimeoutExpired:
+                    rc = "timeout"
+            finally:
+                path.write_text(original, encoding="utf-8")
+            row[label] = "survived" if rc == 0 else "killed"
+            print(f"{m['name']} [{label}]: {row[label]}", flush=True)
+        results.append(row)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "manual.json").write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    run = sub.add_parser("run")
+    run.add_argument("--modules", default=",".join(MODULES))
+    run.add_argument("--label", default="after")
+    run.add_argument("--ref", default=None, help="test this commit instead of the working tree")
+    run.add_argument("--every", type=int, default=1)
+    run.add_argument("--timeout", type=float, default=300.0)
+    run.add_argument("--rerun-survivors-of", default=None)
+    run.add_argument("--keep-tree", action="store_true", help="reuse .mutation/<label>/tree (resume a run)")
+    sub.add_parser("report")
+    man = sub.add_parser("manual")
+    man.add_argument("--ref", default=None, help="also run the engine tests of this commit on each mutant")
+    man.add_argument("--timeout", type=float, default=600.0)
+    args = parser.parse_args()
+    if args.cmd == "report":
+        report()
+        return
+    if args.cmd == "manual":
+        manual(args.ref, args.timeout)
+        report()
+        return
+    modules = [m.strip() for m in args.modules.split(",") if m.strip()]
+    unknown = set(modules) - set(MODULES)
+    if unknown:
+        raise SystemExit(f"unknown modules {sorted(unknown)}; choose from {MODULES}")
+    tree = WORK / args.label / "tree"
+    if args.keep_tree and tree.exists():
+        check_kept_tree(args.label, tree, modules)
+    else:
+        tree = make_tree(args.label, args.ref)
+    for module in modules:
+        run_module(module, args.label, tree, args)
+    report()
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONDONTWRITEBYTECODE", "1")
+    main()

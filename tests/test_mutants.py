@@ -1,0 +1,548 @@
+"""Tests named by the wrong formula (the mutant) each one kills (issue 25).
+
+An earlier round of hand-made mutants of the engine survived the whole suite because the tests
+stopped at the simplest shape: one day, one project per tenant, no cached tokens, rates inside
+the period, no overlapping events on a held card. Each test here builds the shape that tells the
+right formula from the wrong one, with every figure computed by hand in its docstring, and names
+the mutant in its own name. `mutation/manual.toml` applies each mutant by hand and checks that
+its test fails (`python mutation/run.py manual`; the results are in docs/testing.md).
+
+Period: 2026-10-01 00:00Z to 2026-10-02 00:00Z (24 h) unless said otherwise.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+
+from cost_engine.contract import CATEGORIES
+from cost_engine.engine import compute
+from cost_engine.report import build_report
+from tests.helpers import make_bundle, make_config, ts
+
+NO_POWER = {"name": "custom", "categories": [c for c in CATEGORIES if c != "power"]}
+TWO_DAYS = {"start": datetime(2026, 10, 1, tzinfo=timezone.utc), "end": datetime(2026, 10, 3, tzinfo=timezone.utc)}
+
+
+def report(bundle, **config):
+    return build_report(compute(bundle, make_config(**config)))
+
+
+def by(rep, table, key, value="cost"):
+    return {r[key]: r[value] for r in rep[table]}
+
+
+def reconciled(rep, expected_input):
+    rc = rep["reconciliation"]
+    assert rc["input_cost"] == pytest.approx(expected_input)
+    assert rc["attributed"] + rc["idle"] + rc["unattributed"] == pytest.approx(expected_input)
+
+
+def test_kills_a_tenant_share_not_divided_over_its_projects():
+    """$100 software by fixed shares A 0.75, B 0.25; tenant A has two projects with usage (A1, A2),
+    B one (B1). A's 0.75 is split evenly: A1 0.375, A2 0.375, B1 0.25 -> $37.50, $37.50, $25.
+
+    Mutant (A's share given whole to each of its projects): 0.75 + 0.75 + 0.25 = 1.75 normalised
+    -> A 1.5 / 1.75 = $85.71, B $14.29.
+    """
+    b = make_bundle(
+        inventory=[{"gpu_id": f"g{i}", "pool": "p"} for i in range(3)],
+        allocations=[{"allocation_id": p, "gpu_id": f"g{i}", "start": ts(1, 0), "end": ts(1, 6), "owner": p}
+                     for i, p in enumerate(("A1", "A2", "B1"))],
+        owners=[{"tenant": "A", "project": "A1"}, {"tenant": "A", "project": "A2"}, {"tenant": "B", "project": "B1"}],
+        costs=[{"cost_id": "sw", "category": "software", "amount": 100.0, "driver": "shares",
+                "start": ts(1, 0), "end": ts(2, 0)}],
+    )
+    rep = report(b, allocation={"shares": {"A": 0.75, "B": 0.25}})
+    assert by(rep, "by_project", "project") == pytest.approx({"A1": 37.5, "A2": 37.5, "B1": 25.0})
+    assert by(rep, "by_tenant", "tenant") == pytest.approx({"A": 75.0, "B": 25.0})
+    reconciled(rep, 100.0)
+
+
+def test_kills_a_direct_cost_spread_evenly_per_day_instead_of_by_time():
+    """Period 2026-10-01 .. 10-03 in Europe/Berlin (UTC+2 in October: 09-30 22:00Z .. 10-02 22:00Z).
+
+    A direct cost of A1, $24 from 10-01 00:00Z to 10-02 00:00Z = 02:00 Oct 1 to 02:00 Oct 2 in
+    Berlin: 22 h fall on Oct 1 and 2 h on Oct 2, so the daily trend shows $22 and $2.
+    Mutant (each local day the span touches gets an equal part): $12 and $12.
+    """
+    b = make_bundle(
+        inventory=[{"gpu_id": "g0", "pool": "p"}],
+        allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 1), "owner": "A1"}],
+        costs=[{"cost_id": "d", "category": "other", "amount": 24.0, "owner": "A1", "start": ts(1, 0), "end": ts(2, 0)}],
+    )
+    period = {"start": datetime(2026, 9, 30, 22, tzinfo=timezone.utc), "end": datetime(2026, 10, 2, 22, tzinfo=timezone.utc),
+              "timezone": "Europe/Berlin"}
+    rep = report(b, period=period)
+    assert [(t["day"], t["cost"]) for t in rep["trend"]] == [("2026-10-01", pytest.approx(22.0)),
+                                                             ("2026-10-02", pytest.approx(2.0))]
+    assert by(rep, "by_project", "project") == pytest.approx({"A1": 24.0})
+    reconciled(rep, 24.0)
+
+
+def test_kills_a_rate_or_cost_that_starts_before_the_period_not_clipped_to_it():
+    """One card g0 in pool p; A holds it 00:00-06:00.
+
+    A rate of $2 per card-hour from 09-30 12:00 to 10-01 12:00: 12 h inside the period -> $24.
+    A depreciation row of $72 from 09-30 00:00 to 10-03 00:00 (72 h): 24 h inside -> $24, spread
+    by capacity_hours over the card's 24 card-hours = $1 per card-hour.
+    A: 6 h x ($2 + $1) = $18. Idle: 06-12 at $3 = $18, 12-24 at $1 = $12, $30. Input $48.
+
+    Mutants: the rate's start not clipped to the period (priced over 24 h of window from the
+    day before, or nothing), the cost row's start not clipped (its in-period amount becomes
+    72 x 48/72 = $48 instead of $24).
+    """
+    b = make_bundle(
+        inventory=[{"gpu_id": "g0", "pool": "p"}],
+        allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 6), "owner": "A"}],
+        rates=[{"pool": "p", "price_per_gpu_hour": 2.0, "start": ts(30, 12), "end": ts(1, 12)}],
+        costs=[{"cost_id": "dep", "category": "depreciation", "amount": 72.0, "start": ts(30, 0),
+                "end": "2026-10-03T00:00:00Z"}],
+    )
+    rep = report(b)
+    assert by(rep, "by_project", "project") == pytest.approx({"A": 18.0})
+    assert rep["reconciliation"]["idle"] == pytest.approx(30.0)
+    assert {r["cause"]: r["cost"] for r in rep["idle"] if r["kind"] == "unallocated"} == pytest.approx({"no_demand": 30.0})
+    reconciled(rep, 48.0)
+
+
+def test_kills_proportional_idle_normalised_per_pool_and_day():
+    """Two days (10-01 .. 10-03), one card g0 in pool p, $96 depreciation over both days:
+    48 card-hours -> $1 per card-hour. A1 holds 10-01 00-12 (12 h), B1 holds 10-02 00-06 (6 h).
+    Spread: A1 $12, B1 $6, idle $78. Proportional over the period by allocated hours 12 : 6:
+    A1 12 + 78 x 12/18 = $64, B1 6 + 78 x 6/18 = $32; idle $0; attributed $96 = input.
+
+    Mutant (weights normalised per pool and day): each day's holder takes the whole $78 -> A1
+    $90, B1 $84: $174 attributed against $96 of input ($78 created).
+    """
+    b = make_bundle(
+        inventory=[{"gpu_id": "g0", "pool": "p"}],
+        allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 12), "owner": "A1"},
+                     {"allocation_id": "b", "gpu_id": "g0", "start": ts(2, 0), "end": ts(2, 6), "owner": "B1"}],
+        costs=[{"cost_id": "dep", "category": "depreciation", "amount": 96.0, "start": ts(1, 0),
+                "end": "2026-10-03T00:00:00Z"}],
+    )
+    rep = report(b, period=TWO_DAYS, allocation={"idle": "proportional"})
+    assert by(rep, "by_project", "project") == pytest.approx({"A1": 64.0, "B1": 32.0})
+    assert rep["reconciliation"]["idle"] == pytest.approx(0.0)
+    assert rep["reconciliation"]["attributed"] == pytest.approx(96.0)
+    reconciled(rep, 96.0)
+
+
+def test_kills_cached_tokens_weighted_as_uncached_in_the_tokens_driver():
+    """$100 other by tokens. A1 sends 1,000 uncached input tokens (weight 1: 1,000); B1 sends
+    10,000 cached input tokens (weight 0.1: 1,000). Weighted 1,000 : 1,000 -> $50 / $50.
+
+    Mutant (cached tokens at the uncached weight): 1,000 : 10,000 -> A $9.09, B $90.91.
+    """
+    b = make_bundle(
+        inventory=[{"gpu_id": "g0", "pool": "p"}],
+        allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 1), "owner": "A1"}],
+        owners=[{"tenant": "A", "project": "A1"}, {"tenant": "B", "project": "B1"}],
+        requests=[{"request_id": "r1", "ts": ts(1, 1), "owner": "A1", "model": "m", "input_tokens": 1000,
+                   "output_tokens": 0},
+                  {"request_id": "r2", "ts": ts(1, 2), "owner": "B1", "model": "m", "input_tokens": 0,
+                   "cached_input_tokens": 10000, "output_tokens": 0}],
+        costs=[{"cost_id": "t", "category": "other", "amount": 100.0, "driver": "tokens",
+                "start": ts(1, 0), "end": ts(2, 0)}],
+    )
+    rep = report(b, boundary=NO_POWER)
+    assert by(rep, "by_tenant", "tenant") == pytest.approx({"A": 50.0, "B": 50.0})
+    reconciled(rep, 100.0)
+
+
+def inactive_card(events, hours=4):
+    """One card g0 (node n0, pool p) held by A1 00:00-04:00 at util 0 (every 30 min, 300 W);
+    $24 depreciation over its 24 card-hours = $1 per card-hour."""
+    return make_bundle(
+        inventory=[{"gpu_id": "g0", "pool": "p", "node": "n0"}],
+        allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, hours), "owner": "A1"}],
+        telemetry=[{"ts": ts(1, h / 2), "gpu_id": "g0", "util_pct": 0.0, "power_w": 300.0} for h in range(2 * hours)],
+        events=events,
+        owners=[{"tenant": "A", "project": "A1"}],
+        costs=[{"cost_id": "dep", "category": "depreciation", "amount": 24.0, "start": ts(1, 0), "end": ts(2, 0)}],
+    )
+
+
+def test_kills_a_wrong_precedence_of_events_on_a_held_card():
+    """The held card of inactive_card is idle 00-04 under overlapping events: data_loading on g0
+    00-03, network_bottleneck on pool p 01-02, degraded_hardware on node n0 00-04. First match
+    in the order network, storage, data_loading, degraded:
+      00-01 data_loading (beats degraded), 01-02 network (the pool's event beats the card's),
+      02-03 data_loading, 03-04 degraded -> network 1 h, data_loading 2 h, degraded 1 h, nothing
+      underutilized; at $1 per card-hour each hour costs $1.
+
+    Mutants: the order of the held causes changed (e.g. degraded before data_loading: degraded
+    4 h... ), or the card's and the pool's timelines combined by min instead of max (the pool's
+    network hour lost to data_loading).
+    """
+    b = inactive_card([
+        {"start": ts(1, 0), "end": ts(1, 3), "kind": "data_loading", "gpu_id": "g0"},
+        {"start": ts(1, 1), "end": ts(1, 2), "kind": "network_bottleneck", "pool": "p"},
+        {"start": ts(1, 0), "end": ts(1, 4), "kind": "degraded_hardware", "node": "n0"},
+    ])
+    rep = report(b, activity={"max_sample_gap_s": 1800}, boundary=NO_POWER)
+    held = {r["cause"]: (r["gpu_hours"], r["cost"]) for r in rep["idle"] if r["kind"] == "allocated"}
+    assert held == {"network_bottleneck": pytest.approx((1.0, 1.0)), "data_loading": pytest.approx((2.0, 2.0)),
+                    "degraded_hardware": pytest.approx((1.0, 1.0))}
+
+
+def test_kills_the_oversized_cause_lost_in_weighted_activity_mode():
+    """Weighted mode; job j1 holds g0 and g1 00:00-04:00, samples every 30 min at 200 W.
+    g0 runs at 25 % throughout; g1 at 100 % 00-02 and 0 % 02-04.
+    Inactive (1 - util) time: g0 4 x 0.75 = 3 h, g1 2 h (02-04).
+      g0 00-02: 2 x 0.75 = 1.5 h idle while g1 worked -> oversized_request;
+      g0 02-04: 1.5 h idle while g1 was idle too -> underutilized;
+      g1 02-04: 2 h idle while g0 did some work (25 %) -> oversized_request.
+    oversized 3.5 h, underutilized 1.5 h. Energy: 200 W = 0.2 kWh per hour; idle joules are the
+    inactive fraction's: oversized 0.2 x (1.5 + 2) = 0.7 kWh, underutilized 0.2 x 1.5 = 0.3 kWh.
+    Active hours: g0 1 h + g1 2 h = 3 h.
+
+    Mutants: a partly busy sample never counted as idle beside a busy sibling (busy == 0 instead
+    of busy < 1: oversized 2 h), or its whole time counted as idle (oversized 4 h).
+    """
+    def util(card, h):
+        return 25.0 if card == "g0" else (100.0 if h < 2 else 0.0)
+
+    b = make_bundle(
+        inventory=[{"gpu_id": "g0", "pool": "p", "node": "n0"}, {"gpu_id": "g1", "pool": "p", "node": "n1"}],
+        allocations=[{"allocation_id": f"a-{g}", "gpu_id": g, "start": ts(1, 0), "end": ts(1, 4), "owner": "A1",
+                      "job_id": "j1"} for g in ("g0", "g1")],
+        telemetry=[{"ts": ts(1, h / 2), "gpu_id": g, "util_pct": util(g, h / 2), "power_w": 200.0}
+                   for g in ("g0", "g1") for h in range(8)],
+        owners=[{"tenant": "A", "project": "A1"}],
+    )
+    rep = report(b, activity={"mode": "weighted", "max_sample_gap_s": 1800}, boundary=NO_POWER)
+    held = {r["cause"]: (r["gpu_hours"], r["energy_kwh_gpu"]) for r in rep["idle"] if r["kind"] == "allocated"}
+    assert held == {"oversized_request": pytest.approx((3.5, 0.7)), "underutilized": pytest.approx((1.5, 0.3))}
+    assert rep["totals"]["active_gpu_hours"] == pytest.approx(3.0)
+
+
+def test_kills_a_zero_counter_delta_taken_for_a_missing_counter():
+    """g0 held by A1 00:00-03:00, hourly samples (max gap 1 h) at 400 W with an energy counter
+    reading 5,000 J at 00:00, 5,000 J at 01:00 (no energy drawn: the counter did not move),
+    365,000 J at 02:00 and 725,000 J at 03:00. The counter's deltas are trusted when >= 0:
+    00-01 0 J, 01-02 360,000 J = 0.1 kWh, 02-03 0.1 kWh -> A1 0.2 kWh of GPU energy.
+
+    Mutant (a zero delta treated like a missing one, power x time): 00-01 400 W x 1 h = 0.4 kWh
+    -> 0.6 kWh.
+    """
+    b = make_bundle(
+        inventory=[{"gpu_id": "g0", "pool": "p"}],
+        allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 3), "owner": "A1"}],
+        telemetry=[{"ts": ts(1, h), "gpu_id": "g0", "util_pct": 50.0, "power_w": 400.0, "energy_j": e}
+                   for h, e in enumerate((5000.0, 5000.0, 365000.0, 725000.0))],
+        owners=[{"tenant": "A", "project": "A1"}],
+    )
+    rep = report(b, activity={"max_sample_gap_s": 3600})
+    assert by(rep, "by_project", "project", "energy_kwh_gpu") == pytest.approx({"A1": 0.2})
+
+
+# ---------------------------------------------------------------- survivors of `make mutate`: tariffs.py
+
+
+def carbon_bundle(tariffs, owners=(("A1", 0, 6), ("B1", 6, 12))):
+    """g0 drawing 1 kW 00:00-12:00 (hourly samples, max gap 1 h), held by the given projects.
+    GPU energy 1 kWh per hour; facility energy x 1.3 x 1.2 = 1.56 kWh per hour."""
+    return make_bundle(
+        inventory=[{"gpu_id": "g0", "pool": "p"}],
+        allocations=[{"allocation_id": p, "gpu_id": "g0", "start": ts(1, a), "end": ts(1, b), "owner": p}
+                     for p, a, b in owners],
+        telemetry=[{"ts": ts(1, h), "gpu_id": "g0", "util_pct": 50.0, "power_w": 1000.0} for h in range(12)],
+        tariffs=tariffs,
+    )
+
+
+def test_kills_the_carbon_of_a_tariff_carried_past_its_end():
+    """A tariff 00:00-06:00 with 400 g/kWh, none after: A1 (00-06) draws 6 x 1.56 = 9.36 facility
+    kWh x 400 g = 3.744 kg; B1 (06-12) draws with no known intensity: its carbon is unknown.
+
+    Mutant (tariffs.Bands.of: a tariff still in force at its own end, `end >= t0`): the band from
+    06:00 takes the ended tariff's 400 g/kWh, and B1 gets 3.744 kg too.
+    """
+    rep = report(carbon_bundle([{"start": ts(1, 0), "end": ts(1, 6), "price_per_kwh": 0.2, "carbon_g_per_kwh": 400.0}]),
+                 activity={"max_sample_gap_s": 3600})
+    assert by(rep, "by_project", "project", "carbon_kg") == {"A1": pytest.approx(3.744), "B1": None}
+
+
+def test_kills_carbon_known_without_any_tariff():
+    """No tariff at all: no carbon intensity is known, so CO2e is unknown (null), not 0 kg.
+
+    Mutant (tariffs.Bands.carbon_known without edges answering True): 0 kg.
+    """
+    rep = report(carbon_bundle([]), activity={"max_sample_gap_s": 3600})
+    assert rep["totals"]["carbon_kg"] is None
+    assert by(rep, "by_project", "project", "carbon_kg") == {"A1": None, "B1": None}
+
+
+def test_kills_carbon_known_reaching_into_the_next_band():
+    """A tariff 06:00-12:00 with 500 g/kWh, none before: B1 (06-12) 6 x 1.56 x 500 g = 4.68 kg; A1's
+    segment ends exactly at 06:00, where the tariff starts, so its carbon stays unknown.
+
+    Mutant (the band of a segment's last instant looked up at t1 + 1 us instead of t1 - 1 us): A1's
+    segment seems to reach the tariff and shows 0 kg.
+    """
+    rep = report(carbon_bundle([{"start": ts(1, 6), "end": ts(1, 12), "price_per_kwh": 0.2, "carbon_g_per_kwh": 500.0}]),
+                 activity={"max_sample_gap_s": 3600})
+    assert by(rep, "by_project", "project", "carbon_kg") == {"A1": None, "B1": pytest.approx(4.68)}
+
+
+# ---------------------------------------------------------------- survivors of `make mutate`: allocation.py
+
+
+def gaps(rep, what):
+    return [g["detail"] for g in rep["gaps"] if g["what"] == what]
+
+
+def test_kills_costs_outside_the_period_not_named_in_the_gaps():
+    """A $30 row for 10-05 lies wholly outside the period (10-01): it counts $0 and a gap names it;
+    a $24 depreciation row inside the period spreads over the card's 24 card-hours, all idle.
+    Without a row outside, no such gap.
+
+    Mutant (`if not outside.height`): the gap appears only when no row is outside (saying 0 rows).
+    """
+    inside = {"cost_id": "dep", "category": "depreciation", "amount": 24.0, "start": ts(1, 0), "end": ts(2, 0)}
+    outside = {"cost_id": "late", "category": "network", "amount": 30.0, "start": ts(5, 0), "end": ts(6, 0)}
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}], allocations=[], costs=[inside, outside])
+    rep = report(b)
+    assert gaps(rep, "costs outside the period") == ["1 cost rows lie outside the period and count 0: late"]
+    reconciled(rep, 24.0)
+    assert rep["reconciliation"]["idle"] == pytest.approx(24.0)
+    rep = report(make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}], allocations=[], costs=[inside]))
+    assert gaps(rep, "costs outside the period") == []
+
+
+def test_kills_a_cost_not_spread_gap_that_names_the_wrong_driver():
+    """A $50 network row of pool p spread by gpu_hours while nothing is held in p: no driver
+    quantity in its span, so it is kept whole in idle ($50) and the gap names the row, its driver
+    and its pool.
+
+    Mutant (the gap's driver taken from the pool column): "no p in p".
+    """
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}], allocations=[],
+                    costs=[{"cost_id": "net", "category": "network", "amount": 50.0, "pool": "p", "driver": "gpu_hours",
+                            "start": ts(1, 0), "end": ts(2, 0)}])
+    rep = report(b)
+    assert gaps(rep, "cost not spread") == ["cost net: no gpu_hours in p during its span; kept as idle"]
+    assert rep["reconciliation"]["idle"] == pytest.approx(50.0)
+    reconciled(rep, 50.0)
+
+
+def test_kills_the_last_band_of_a_segment_looked_up_two_microseconds_early():
+    """A tariff 06:00-12:00 with 500 g/kWh, none before. A1 holds g0 from 00:00 to 06:00:00.000001,
+    B1 from then to 12:00. A1's last segment reaches 1 us into the tariff, so a carbon intensity is
+    known for it: A1's CO2e is a number, 1.56 kW x 1 us x 500 g/kWh = 2.2e-10 kg (0 to any
+    tolerance), not unknown. B1: (6 h - 1 us) x 1.56 kW x 500 g = 4.68 kg.
+
+    Mutant (tariffs._US = 2 us: a segment's last band looked up at t1 - 2 us): A1's segment seems
+    to end before the tariff, and its CO2e turns unknown (None).
+    """
+    edge = "2026-10-01T06:00:00.000001Z"
+    b = make_bundle(
+        inventory=[{"gpu_id": "g0", "pool": "p"}],
+        allocations=[{"allocation_id": "A1", "gpu_id": "g0", "start": ts(1, 0), "end": edge, "owner": "A1"},
+                     {"allocation_id": "B1", "gpu_id": "g0", "start": edge, "end": ts(1, 12), "owner": "B1"}],
+        telemetry=[{"ts": ts(1, h), "gpu_id": "g0", "util_pct": 50.0, "power_w": 1000.0} for h in range(12)],
+        tariffs=[{"start": ts(1, 6), "end": ts(1, 12), "price_per_kwh": 0.2, "carbon_g_per_kwh": 500.0}],
+    )
+    carbon = by(report(b, activity={"max_sample_gap_s": 3600}), "by_project", "project", "carbon_kg")
+    assert carbon == {"A1": pytest.approx(0.0, abs=1e-9), "B1": pytest.approx(4.68)}
+
+
+# ---------------------------------------------------------------- survivors of `make mutate`: idle.py
+
+
+def test_kills_a_quota_peak_that_subtracts_capacity_over_share_at_an_allocation_end():
+    """Tenant A (quota 4 cards in pool p): A1 holds half of g0 (share 0.5) 00:00-01:00, then whole
+    g1 and g2 02:00-03:00. Held capacity: 0.5 until 01:00, 0 until 02:00, 2 until 03:00, so the
+    peak is 2 cards (peak quota use 2 / 4 = 0.5) and the average (0.5 x 1 h + 2 x 1 h) / 24 h
+    = 0.104167 cards (avg quota use 0.026042).
+
+    Mutant (idle.quota_use: a held segment's end steps down by capacity / share, 1 / 0.5 = 2,
+    instead of capacity x share = 0.5): the level falls to -1.5 at 01:00 and reaches only 0.5 at
+    02:00, so the peak shows 0.5 cards.
+    """
+    b = make_bundle(
+        inventory=[{"gpu_id": f"g{i}", "pool": "p"} for i in range(3)],
+        allocations=[{"allocation_id": "half", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 1), "owner": "A1",
+                      "share": 0.5}]
+        + [{"allocation_id": f"w{i}", "gpu_id": f"g{i}", "start": ts(1, 2), "end": ts(1, 3), "owner": "A1"}
+           for i in (1, 2)],
+        owners=[{"tenant": "A", "project": "A1"}],
+        quotas=[{"tenant": "A", "pool": "p", "gpus": 4}],
+    )
+    (row,) = report(b)["quotas"]["rows"]
+    assert (row["tenant"], row["pool"], row["quota"]) == ("A", "p", 4.0)
+    assert row["peak_allocated"] == pytest.approx(2.0)
+    assert row["peak_quota_use"] == pytest.approx(0.5)
+    assert row["avg_allocated"] == pytest.approx(2.5 / 24)
+    assert row["avg_quota_use"] == pytest.approx(2.5 / 24 / 4)
+
+
+def idle_costs(rep):
+    return {(r["kind"], r["cause"]): r["cost"] for r in rep["idle"]}
+
+
+def test_kills_free_idle_priced_by_time_instead_of_by_the_rates_in_force():
+    """g0 (pool p, no telemetry) is free all day; the pool's rate is $1/h 00-12 and $3/h 12-24:
+    $12 + $36 = $48, all idle. A maintenance window of the whole pool 00:00-06:00 meets the card
+    by overlap (no cut: one segment, two causes) and wins those 6 h: they cost 6 x $1 = $6; no
+    demand holds the other 18 h: 6 x $1 + 12 x $3 = $42 (not 18/24 of $48 = $36).
+
+    Mutant (idle.detail: the segment's capacity money summed over every driver *but*
+    capacity_hours): none of the $48 counts as capacity money, so each cause gets its share of
+    the time: maintenance 6/24 x $48 = $12, no demand $36.
+    """
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}], allocations=[],
+                    rates=[{"pool": "p", "price_per_gpu_hour": 1.0, "start": ts(1, 0), "end": ts(1, 12)},
+                           {"pool": "p", "price_per_gpu_hour": 3.0, "start": ts(1, 12), "end": ts(2, 0)}],
+                    events=[{"start": ts(1, 0), "end": ts(1, 6), "pool": "p", "kind": "maintenance"}])
+    rep = report(b)
+    assert idle_costs(rep) == pytest.approx({("unallocated", "maintenance"): 6.0, ("unallocated", "no_demand"): 42.0})
+    reconciled(rep, 48.0)
+
+
+def test_kills_a_kilowatt_hour_of_3_600_001_joules_in_held_idle():
+    """A1 holds g0 00:00-02:00 at 0 % utilization, drawing 1000 W (quarter-hourly samples): all
+    held time is underutilized. A $100 row spread by energy over pool p 00:00-02:00 lands wholly on
+    that segment, and its idle piece drew all of the segment's joules, so held idle costs exactly
+    $100 (power left out of the boundary, so no measured-energy money joins it). The card idles
+    free after 02:00 at no cost (no rate, no cost row).
+
+    Mutant (idle.detail: a kWh taken as 3,600,001 J when the piece's joules are recovered from its
+    kWh): the piece seems to draw 3,600,001 / 3,600,000 of the segment's joules: $100.0000278, a
+    relative error of 2.8e-7 that only a tight tolerance sees.
+    """
+    b = make_bundle(
+        inventory=[{"gpu_id": "g0", "pool": "p"}],
+        allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 2), "owner": "A1"}],
+        telemetry=[{"ts": ts(1, q / 4), "gpu_id": "g0", "util_pct": 0.0, "power_w": 1000.0} for q in range(8)],
+        costs=[{"cost_id": "e", "category": "other", "amount": 100.0, "driver": "energy", "pool": "p",
+                "start": ts(1, 0), "end": ts(1, 2)}],
+        owners=[{"tenant": "A", "project": "A1"}],
+    )
+    rep = report(b, activity={"max_sample_gap_s": 900}, boundary=NO_POWER)
+    assert idle_costs(rep) == {("allocated", "underutilized"): pytest.approx(100.0, rel=1e-12),
+                               ("unallocated", "no_demand"): 0.0}
+    reconciled(rep, 100.0)
+
+
+def test_kills_a_card_cause_of_one_microsecond_that_pays_nothing():
+    """g0 (pool p, no telemetry, free all day, rate $1/h: $24 of idle) has a maintenance event of
+    its own lasting 1 us from 06:00. The card is cut at its events' edges, so that microsecond is a
+    piece of its own, wholly maintenance: 1 us = 1/3.6e9 h, costing $1/3.6e9 = $2.78e-10. No
+    demand holds the rest: $24 - $2.78e-10.
+
+    Mutant (idle._cause_shares: the card's own cause takes the prices only where it won more than
+    1 us, `card[k] > 1`): the maintenance microsecond pays $0 and no demand pays all $24.
+    """
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}], allocations=[],
+                    rates=[{"pool": "p", "price_per_gpu_hour": 1.0, "start": ts(1, 0), "end": ts(2, 0)}],
+                    events=[{"start": ts(1, 6), "end": "2026-10-01T06:00:00.000001Z", "gpu_id": "g0",
+                             "kind": "maintenance"}])
+    rep = report(b)
+    one_us = 1 / 3.6e9
+    assert idle_costs(rep) == {("unallocated", "maintenance"): pytest.approx(one_us, rel=1e-6),
+                               ("unallocated", "no_demand"): pytest.approx(24.0 - one_us, rel=1e-12)}
+    assert {r["cause"]: r["gpu_hours"] for r in rep["idle"]}["maintenance"] == pytest.approx(one_us, rel=1e-6)
+    reconciled(rep, 24.0)
+
+
+def test_kills_an_oversized_request_shorter_than_an_hour_dropped():
+    """Job j1 holds g0 and g1 00:00-00:30 (samples every 15 min at 200 W): g0 at 100 %, g1 at 0 %.
+    g1 idles for 0.5 h while its sibling works: 0.5 GPU-hours of oversized_request, drawing
+    200 W x 0.5 h = 0.1 kWh; nothing is underutilized.
+
+    Mutant (idle.classify: oversized pieces kept only above 1 GPU-hour, `over_h > 1`): the 0.5 h
+    vanish from the idle table (neither oversized nor underutilized).
+    """
+    b = make_bundle(
+        inventory=[{"gpu_id": "g0", "pool": "p", "node": "n0"}, {"gpu_id": "g1", "pool": "p", "node": "n1"}],
+        allocations=[{"allocation_id": f"a-{g}", "gpu_id": g, "start": ts(1, 0), "end": ts(1, 0.5), "owner": "A1",
+                      "job_id": "j1"} for g in ("g0", "g1")],
+        telemetry=[{"ts": ts(1, q / 4), "gpu_id": g, "util_pct": 100.0 if g == "g0" else 0.0, "power_w": 200.0}
+                   for g in ("g0", "g1") for q in range(2)],
+        owners=[{"tenant": "A", "project": "A1"}],
+    )
+    rep = report(b, activity={"max_sample_gap_s": 900}, boundary=NO_POWER)
+    held = {r["cause"]: (r["gpu_hours"], r["energy_kwh_gpu"]) for r in rep["idle"] if r["kind"] == "allocated"}
+    assert held == {"oversized_request": pytest.approx((0.5, 0.1))}
+
+
+# ---------------------------------------------------------------- survivors of `make mutate`: engine.py
+
+
+def test_kills_the_gap_for_telemetry_of_unknown_cards_shown_backwards():
+    """g0 is the only card; two samples name g9, which the inventory does not hold: they are
+    ignored and a gap says so (2 samples). With g0's samples alone, no such gap.
+
+    Mutant (`if not ta.outside`): the gap shows only when no sample is outside ("0 samples").
+    """
+    own = [{"ts": ts(1, h), "gpu_id": "g0", "util_pct": 50.0, "power_w": 300.0} for h in range(2)]
+    stray = [{"ts": ts(1, h), "gpu_id": "g9", "util_pct": 50.0, "power_w": 300.0} for h in range(2)]
+    alloc = [{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 2), "owner": "A1"}]
+    rep = report(make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}], allocations=alloc, telemetry=own + stray))
+    assert [d for d in gaps(rep, "telemetry") if "outside the inventory" in d] == [
+        "2 samples of cards outside the inventory ignored"]
+    rep = report(make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}], allocations=alloc, telemetry=own))
+    assert [d for d in gaps(rep, "telemetry") if "outside the inventory" in d] == []
+
+
+def test_kills_the_gap_for_requests_without_latency_shown_backwards():
+    """Three requests of A1, one without a latency: a gap says that 1 request counts as meeting
+    the SLO. When all three carry ttft and latency, no such gap.
+
+    Mutant (`if not no_latency`): the gap shows only when every request has its latencies.
+    """
+    def requests(missing):
+        return [{"request_id": f"r{i}", "ts": ts(1, i), "owner": "A1", "model": "m", "input_tokens": 100,
+                 "output_tokens": 10, "ttft_ms": 50.0, "latency_ms": None if i < missing else 400.0}
+                for i in range(3)]
+
+    alloc = [{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 4), "owner": "A1",
+              "workload": "inference", "model": "m"}]
+    rep = report(make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}], allocations=alloc, requests=requests(1)))
+    assert gaps(rep, "latency missing") == ["1 requests without ttft or latency count as meeting the SLO"]
+    rep = report(make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}], allocations=alloc, requests=requests(0)))
+    assert gaps(rep, "latency missing") == []
+
+
+def test_kills_one_sample_taken_for_no_telemetry():
+    """A1 holds g0 00:00-01:00; the only sample is at 00:00 (50 %, max gap 15 min): 0.25 h covered
+    and active, 0.75 h without telemetry. One sample is telemetry: the gaps name the 0.75 h
+    uncovered, and do not say "no telemetry".
+
+    Mutant (`has_telemetry = ta.samples > 1`): one sample reads as none: the gaps say "no
+    telemetry" and drop the coverage gap.
+    """
+    b = make_bundle(
+        inventory=[{"gpu_id": "g0", "pool": "p"}],
+        allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 1), "owner": "A1"}],
+        telemetry=[{"ts": ts(1, 0), "gpu_id": "g0", "util_pct": 50.0, "power_w": 300.0}],
+        owners=[{"tenant": "A", "project": "A1"}],
+    )
+    rep = report(b, activity={"max_sample_gap_s": 900})
+    assert [(g["what"], g["detail"]) for g in rep["gaps"]] == [
+        ("telemetry coverage", "0.75 allocated GPU-hours have no telemetry (neither active nor idle)")]
+    assert rep["totals"]["active_gpu_hours"] == pytest.approx(0.25)
+    assert rep["totals"]["telemetry_coverage"] == pytest.approx(0.25)
+
+
+def test_kills_utilization_hours_scaled_by_100_instead_of_divided():
+    """A1 holds g0 00:00-02:00, samples every 15 min (max gap 15 min): 40 % for 00-01, 80 % for
+    01-02. Util-weighted hours 0.4 + 0.8 = 1.2 over 2 covered hours: average utilization 60 %,
+    for the fleet and for A1.
+
+    Mutant (engine.enrich_segments: util_h = capacity x util_s x 100 instead of / 100): 600,000 %.
+    """
+    b = make_bundle(
+        inventory=[{"gpu_id": "g0", "pool": "p"}],
+        allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 2), "owner": "A1"}],
+        telemetry=[{"ts": ts(1, q / 4), "gpu_id": "g0", "util_pct": 40.0 if q < 4 else 80.0, "power_w": 300.0}
+                   for q in range(8)],
+        owners=[{"tenant": "A", "project": "A1"}],
+    )
+    rep = report(b, activity={"max_sample_gap_s": 900})
+    assert rep["totals"]["avg_util_pct"] == pytest.approx(60.0)
+    assert by(rep, "by_project", "project", "avg_util_pct") == pytest.approx({"A1": 60.0})
