@@ -152,15 +152,27 @@ def ingest(bundle: str, db: str, config: str | None, replace: bool) -> None:
             _fail(f"{exc} (nothing was written; use --replace to overwrite)")
         except store.StoreError as exc:  # not a store, newer or damaged, disk full: said first
             _fail(str(exc))
+    click.echo(describe_ingest(result))
     cfg_src = api.find_config(bundle, config)
     if cfg_src is not None:
         # Keep the bundle's config beside the store so `ailedger report FILE` reads the same period.
-        Path(db).with_suffix(".toml").write_text(Path(cfg_src).read_text(encoding="utf-8"), encoding="utf-8")
-    click.echo(describe_ingest(result))
+        click.echo(keep_config(Path(cfg_src), Path(db)))
     if b.rejected.height:
         click.echo(f"{b.rejected.height} rows rejected (kept in the store's rejected table):")
         for r in b.rejected.head(20).iter_rows(named=True):
             click.echo(f"  {r['file'] or r['table']} row {r['row']}: {r['reason']}")
+
+
+def keep_config(src: Path, db: Path) -> str:
+    """Copy the config beside the store (the store's name with .toml), where report and serve look; say so."""
+    target = db.with_suffix(".toml")
+    text = src.read_text(encoding="utf-8")
+    before = target.read_text(encoding="utf-8") if target.is_file() else None
+    if before == text:
+        return f"config: {target} unchanged (read by report, explain and serve of {db})"
+    target.write_text(text, encoding="utf-8")
+    verb = "replaced" if before is not None else "wrote"
+    return f"config: {verb} {target} from {src} (read by report, explain and serve of {db})"
 
 
 def describe_ingest(result) -> str:
@@ -185,10 +197,15 @@ def describe_ingest(result) -> str:
 def explain(source: str, config: str | None, tenant, project, model, as_json: bool, limit: int) -> None:
     """The raw records behind a tenant's, project's or model's figure."""
     from .lineage import explain as explain_
+    from .lineage import unknown_names
 
     if not (tenant or project or model):
         _fail("name a --tenant, --project or --model")
-    ex = explain_(_compute(source, config), tenant=tenant, project=project, model=model)
+    comp = _compute(source, config)
+    unknown = unknown_names(comp, tenant=tenant, project=project, model=model)
+    if unknown:
+        _fail("; ".join(unknown))
+    ex = explain_(comp, tenant=tenant, project=project, model=model)
     if as_json:
         _echo_json({
             "total_cost": ex.total_cost,
