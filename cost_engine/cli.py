@@ -50,7 +50,7 @@ def _compute(source: str, config: str | None):
 
 @main.command()
 @click.argument("source", type=click.Path(exists=True))
-@click.option("--config", "config", type=click.Path(exists=True, dir_okay=False), help="TOML config (default: ailedger.toml in the bundle).")
+@click.option("--config", "config", type=click.Path(exists=True, dir_okay=False), help="TOML config (default: ailedger.toml in the bundle, or the .toml beside the store).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report object of the data contract.")
 @click.option("--top", default=5, show_default=True, help="Rows per ranking in the summary.")
 def report(source: str, config: str | None, as_json: bool, top: int) -> None:
@@ -124,8 +124,10 @@ def render_summary(rep: dict, top: int = 5) -> str:
 
 @main.command()
 @click.argument("bundle", type=click.Path(exists=True, file_okay=False))
-@click.option("--db", required=True, type=click.Path(dir_okay=False), help="DuckDB store file (created if missing).")
-@click.option("--config", "config", type=click.Path(exists=True, dir_okay=False))
+@click.option("--db", required=True, type=click.Path(dir_okay=False),
+              help="DuckDB store file (created, with its folder, if missing).")
+@click.option("--config", "config", type=click.Path(exists=True, dir_okay=False),
+              help="TOML config (default: ailedger.toml in the bundle); copied beside the store (its name with .toml).")
 @click.option("--replace", is_flag=True, help="Let records with a known id and new content replace the stored ones.")
 def ingest(bundle: str, db: str, config: str | None, replace: bool) -> None:
     """Load a bundle folder into a DuckDB store (one transaction, idempotent)."""
@@ -188,12 +190,13 @@ def describe_ingest(result) -> str:
 
 @main.command()
 @click.argument("source", type=click.Path(exists=True))
-@click.option("--config", "config", type=click.Path(exists=True, dir_okay=False))
-@click.option("--tenant")
-@click.option("--project")
-@click.option("--model")
-@click.option("--json", "as_json", is_flag=True)
-@click.option("--limit", default=20, show_default=True)
+@click.option("--config", "config", type=click.Path(exists=True, dir_okay=False),
+              help="TOML config (default: ailedger.toml in the bundle, or the .toml beside the store).")
+@click.option("--tenant", help="The tenant whose cost to explain.")
+@click.option("--project", help="The project whose cost to explain (with --tenant: both must match).")
+@click.option("--model", help="The model: the cost of the allocations serving it, before recharge.")
+@click.option("--json", "as_json", is_flag=True, help="Print every column of the three lists as JSON.")
+@click.option("--limit", default=20, show_default=True, help="Rows shown per list (with --json: of the requests; the other lists are whole).")
 def explain(source: str, config: str | None, tenant, project, model, as_json: bool, limit: int) -> None:
     """The raw records behind a tenant's, project's or model's figure."""
     from .lineage import explain as explain_

@@ -3,9 +3,9 @@
 The rules (docs/testing.md, "The docs are run"): a fenced block whose info string is
 `console` or `python` is run; `console skip=REASON` / `python skip=REASON` is shown but
 never run (REASON one of SKIP_REASONS). In a console block, `$ ` starts a command (a line
-ending in a backslash continues it), `# ` is a root prompt (only in `skip=root` blocks), and
-every other line is output the command must print: the lines between two `...` lines must
-appear together and in order (trailing spaces aside). A command must exit 0 unless its
+ending in a backslash continues it), `# ` is a root prompt in `skip=root` blocks, and every
+other line is output the command must print: the lines between two `...` lines must appear
+together and in order (trailing spaces aside). A command must exit 0 unless its
 output shows an `error:` line, and then it must fail.
 """
 
@@ -96,7 +96,7 @@ def blocks(path: Path, name: str) -> list[Block]:
 
 
 def problems(block: Block) -> list[str]:
-    """What breaks the rules in a block (an unknown skip reason, a shell block, a root prompt)."""
+    """What breaks the rules in a block (an unknown skip reason, a shell block, no command)."""
     where = f"{block.doc}:{block.line}"
     if block.lang in SHELL_LANGS:
         return [f"{where}: a ```{block.lang} block; write shell examples as ```console with `$ ` prompts"]
@@ -112,8 +112,6 @@ def problems(block: Block) -> list[str]:
             return [str(exc)]
         if not cmds:
             out.append(f"{where}: a console block without a `$ ` command")
-        if block.skip != "root" and any(ln.startswith("# ") for ln in block.body):
-            out.append(f"{where}: a `# ` root prompt outside a skip=root block")
     return out
 
 

@@ -75,7 +75,7 @@ def test_doc_block(block, workspaces):
 
 
 def test_every_block_follows_the_rules():
-    """No ```sh blocks, known skip reasons only, root prompts only where marked (docs/testing.md)."""
+    """No ```sh blocks, known skip reasons only, a command in every console block (docs/testing.md)."""
     found = [p for doc in DOCS for b in blocks(ROOT / doc, doc) for p in problems(b)]
     assert found == []
 
