@@ -3,10 +3,10 @@
 The rules (docs/testing.md, "The docs are run"): a fenced block whose info string is
 `console` or `python` is run; `console skip=REASON` / `python skip=REASON` is shown but
 never run (REASON one of SKIP_REASONS). In a console block, `$ ` starts a command (a line
-ending in a backslash continues it), `# ` is a root prompt in `skip=root` blocks, and every
-other line is output the command must print: the lines between two `...` lines must appear
-together and in order (trailing spaces aside). A command must exit 0 unless its
-output shows an `error:` line, and then it must fail.
+ending in a backslash continues it; a here-document runs to its end word), `# ` is a root
+prompt in `skip=root` blocks, and every other line is output the command must print: the
+lines between two `...` lines must appear together and in order (trailing spaces aside). A
+command must exit 0 unless its output shows an `error:` line, and then it must fail.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ RUN_LANGS = ("console", "python")
 SHELL_LANGS = ("sh", "bash", "shell", "zsh")  # refused: shell examples are written as console blocks
 GAP = "..."
 FENCE = re.compile(r"^(```+)\s*([^`]*)$")
+HEREDOC = re.compile(r"<<-?\s*'?(\w+)'?")
 
 
 @dataclass
@@ -58,13 +59,19 @@ class Block:
         """The commands of a console block with the output each must print."""
         out: list[Command] = []
         cont = False
+        heredoc: str | None = None  # the word that ends a here-document the command reads
         for i, ln in enumerate(self.body, start=self.line + 1):
-            if cont:
+            if heredoc is not None:
+                out[-1].text += "\n" + ln
+                heredoc = None if ln == heredoc else heredoc
+            elif cont:
                 out[-1].text += "\n" + ln
                 cont = ln.endswith("\\")
             elif ln.startswith("$ "):
                 out.append(Command(ln[2:], i))
                 cont = ln.endswith("\\")
+                if m := HEREDOC.search(ln):
+                    heredoc = m.group(1)
             elif ln.startswith("# ") and self.skip == "root":
                 out.append(Command(ln[2:], i))
             elif out:
@@ -141,7 +148,7 @@ def run_command(cmd: Command, cwd: Path, env: dict[str, str], timeout: float) ->
     proc = subprocess.run(["bash", "-o", "pipefail", "-c", cmd.text], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=timeout)
     actual = proc.stdout.splitlines() + proc.stderr.splitlines()
-    fails = any(ln.startswith("error:") for ln in cmd.expected)
+    fails = any(ln.lower().startswith("error:") for ln in cmd.expected)
     said = f"$ {cmd.text}\n--- exit {proc.returncode}, stdout:\n{proc.stdout[-4000:]}\n--- stderr:\n{proc.stderr[-4000:]}"
     if fails and proc.returncode == 0:
         return f"line {cmd.line}: the doc shows an error but the command succeeded\n{said}"
