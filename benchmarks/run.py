@@ -2,7 +2,7 @@
 """Fleet-scale benchmarks of ailedger: ingest, full report, peak RSS, drill-down, page.
 
     python benchmarks/run.py [--gpus 64,256,1024] [--days 30] [--repeat 3]
-        [--out benchmarks/data/RESULTS.md] [--stages floor,pandas,ingest,...] [--mem-cap-gb N]
+        [--out FILE (default benchmarks/data/RESULTS.md)] [--stages floor,pandas,ingest,...] [--mem-cap-gb N]
     python benchmarks/run.py --growth [growth.py's options]   (sparse fleets, 3 sizes per dimension)
 
 Bundles are generated once per fleet size under benchmarks/data/ (gitignored) with
@@ -695,8 +695,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--days", type=int, default=30)
     ap.add_argument("--repeat", type=int, default=3, help="runs per figure (median, min, max)")
     ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "data" / "RESULTS.md"),
-                    help="results file (default benchmarks/data/RESULTS.md, gitignored; name benchmarks/RESULTS.md "
+    ap.add_argument("--out", default=None,
+                    help="results file (default RESULTS.md in --data, gitignored; name benchmarks/RESULTS.md "
                          "to update the committed one; '' for none)")
     ap.add_argument("--json", default="", help="also write the raw results as JSON here")
     ap.add_argument("--data", default=str(ROOT / "benchmarks" / "data"), help="where bundles and stores live")
@@ -712,6 +712,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--render", nargs="+", default=None, metavar="JSON",
                     help="write --out from saved --json files (merged by fleet size) instead of running")
     a = ap.parse_args(argv)
+    if a.out is None:  # a quick run never overwrites the committed results
+        a.out = str(Path(a.data) / "RESULTS.md")
     if a.worker:
         return worker_main(a)
     if a.render:

@@ -107,7 +107,8 @@ def render_summary(rep: dict, top: int = 5) -> str:
         f"  attributed   {_money(rc['attributed']):>14}",
         f"  idle         {_money(rc['idle']):>14}",
         f"  unattributed {_money(rc['unattributed']):>14}",
-        f"  difference   {rc['difference']:>14.6f}",
+        # A difference that rounds to 0 prints as 0.000000: its sign is float summation order.
+        f"  difference   {(0.0 if round(rc['difference'], 6) == 0 else rc['difference']):>14.6f}",
     ]
     if rep["unattributed"]:
         # The costliest few: a gateway log can carry a million unmapped keys (all in --json).
