@@ -1292,7 +1292,7 @@ def _post_parse(table: str, config: Config) -> list[pl.Expr]:
 
 
 def _rules(table: str, config: Config) -> list[_Problem]:
-    """The contract's value rules per table (SEMANTICS "Rejections")."""
+    """The contract's value rules per table (docs/data-contract.md: what a row is rejected for)."""
     rules = {
         "inventory": lambda: [
             _unit_share("capacity"),

@@ -1,4 +1,4 @@
-"""Overview: the seed-000 dashboard on one screen: capacity, idle, unit costs, tokens, energy,
+"""Overview: the fleet at a glance on one screen: capacity, idle, unit costs, tokens, energy,
 spend by tenant, idle this week and the daily trend, plus the review pack."""
 
 from pathlib import Path
