@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Fleet-scale benchmarks of ailedger (issue 8): ingest, full report, peak RSS, drill-down, page.
+"""Fleet-scale benchmarks of ailedger: ingest, full report, peak RSS, drill-down, page.
 
     python benchmarks/run.py [--gpus 64,256,1024] [--days 30] [--repeat 3]
-        [--out benchmarks/RESULTS.md] [--stages floor,pandas,ingest,...] [--mem-cap-gb N]
+        [--out FILE (default benchmarks/data/RESULTS.md)] [--stages floor,pandas,ingest,...] [--mem-cap-gb N]
     python benchmarks/run.py --growth [growth.py's options]   (sparse fleets, 3 sizes per dimension)
 
 Bundles are generated once per fleet size under benchmarks/data/ (gitignored) with
@@ -45,7 +45,7 @@ ROLLUP_WIDTH_S = 300  # bucket width of the rollup stage
 ROLLUP_CHUNKS = 8  # card slices of the rollup stage (bounded memory)
 STORE_STAGES = ("report_store", "drilldown", "lineage", "page")
 
-# Targets of issue 8 (1,024 GPUs, 30 days, 2 cores).
+# The scale targets (benchmarks/README.md, "Targets"): 1,024 GPUs, 30 days, 2 cores.
 TARGET_REPORT_VS_FLOOR = 10.0  # report time <= 10 x floor
 TARGET_PANDAS_VS_REPORT = 10.0  # pandas time >= 10 x report
 TARGET_RSS_MB = 2048.0
@@ -588,7 +588,7 @@ def write_results(path: Path, results: list[dict], m: dict, a: argparse.Namespac
         "",
         f"Written by `benchmarks/run.py` on {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC "
         f"(`--seed {a.seed}`). Medians of the runs (`n` values each); "
-        "see `benchmarks/README.md` for what each figure means. The targets of issue 8 are for "
+        "see `benchmarks/README.md` for what each figure means. The targets (`benchmarks/README.md`) are for "
         "1,024 GPUs; the smaller fleets show the trend. A run whose RSS passed the cap was killed: "
         "it did not fit, and its peak RSS is a lower bound.",
         "",
@@ -697,7 +697,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--days", type=int, default=30)
     ap.add_argument("--repeat", type=int, default=3, help="runs per figure (median, min, max)")
     ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "RESULTS.md"), help="results file ('' for none)")
+    ap.add_argument("--out", default=None,
+                    help="results file (default RESULTS.md in --data, gitignored; name benchmarks/RESULTS.md "
+                         "to update the committed one; '' for none)")
     ap.add_argument("--json", default="", help="also write the raw results as JSON here")
     ap.add_argument("--data", default=str(ROOT / "benchmarks" / "data"), help="where bundles and stores live")
     ap.add_argument("--stages", default=",".join(ALL_STAGES), help=f"subset of {','.join(ALL_STAGES)}")
@@ -712,6 +714,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--render", nargs="+", default=None, metavar="JSON",
                     help="write --out from saved --json files (merged by fleet size) instead of running")
     a = ap.parse_args(argv)
+    if a.out is None:  # a quick run never overwrites the committed results
+        a.out = str(Path(a.data) / "RESULTS.md")
     if a.worker:
         return worker_main(a)
     if a.render:

@@ -120,7 +120,7 @@ class TelemetryActivity:
     #                             price_j, idle_price_j, carbon_j (0 without bands)
     oversized: pl.DataFrame  # e_idx, job_id, over_s, over_util_s, over_j, over_price_j (J x price per kWh)
     card_energy: pl.DataFrame  # gpu_id (Enum), bucket (15 min, UTC), joules: samples starting in the bucket
-    resets: pl.DataFrame  # gpu_id, ts of every sample whose energy counter went backwards
+    resets: pl.DataFrame  # gpu_id, ts, t_end: each sample interval over which the energy counter went backwards
     samples: int  # samples of the ledger's cards that started inside a window
     outside: int  # rows of the source whose card is not in `known` (ignored)
 
@@ -219,7 +219,7 @@ def interval_activity(
             n_samples += samples.height
             if samples.height == 0:
                 continue
-            resets.append(samples.filter(pl.col("counter_reset")).select("gpu_id", "ts"))
+            resets.append(samples.filter(pl.col("counter_reset")).select("gpu_id", "ts", "t_end"))
             energy.append(_card_energy(samples, period_start, period_end))
             iv = iv_parts.filter((pl.col("t1") > a) & (pl.col("t0") < b + cap))
             simple, spread = pieces(samples.select("gpu_id", "ts", "t_end", "dt_s", "util_pct", "joules"), iv)
@@ -270,8 +270,8 @@ def interval_activity(
         if energy else pl.DataFrame(schema={"gpu_id": card, "bucket": TS, "joules": pl.Float64})
     ).sort("gpu_id", "bucket")
     resets_f = (
-        pl.concat(resets).join(codes, left_on="gpu_id", right_on="gc").select(pl.col("gpu_id_right").alias("gpu_id"), "ts")
-        if resets else pl.DataFrame(schema={"gpu_id": pl.String, "ts": TS})
+        pl.concat(resets).join(codes, left_on="gpu_id", right_on="gc").select(pl.col("gpu_id_right").alias("gpu_id"), "ts", "t_end")
+        if resets else pl.DataFrame(schema={"gpu_id": pl.String, "ts": TS, "t_end": TS})
     ).sort("gpu_id", "ts")
     return TelemetryActivity(out, oversized, card_energy, resets_f, n_samples, outside)
 

@@ -59,6 +59,9 @@ from .table_rules import shown as _shown
 ROW = "_row"
 REJECTIONS_SCHEMA = REJECTED_SCHEMA | {"file": pl.String}
 CONFIG_FILE = "ailedger.toml"
+# Files a bundle may carry beside its tables that the reader leaves out without a note: the
+# config, and the sample generator's list of the anomalies it planted (for tests and readers).
+COMPANION_FILES = (CONFIG_FILE, "anomalies.json")
 
 # A bundle file is `<table><suffix>`; the suffix picks the reader.
 _SUFFIXES = {
@@ -191,7 +194,7 @@ def _find_table_files(root: Path) -> tuple[dict[str, Path], list[str]]:
     unknown: list[str] = []
     for entry in sorted(root.iterdir()):
         name = entry.name
-        if name == CONFIG_FILE or name.startswith("."):
+        if name in COMPANION_FILES or name.startswith("."):
             continue  # the config belongs to the caller; dotfiles are OS/editor litter
         table = _table_of(name) if entry.is_file() else None
         if table is None:

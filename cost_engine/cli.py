@@ -50,7 +50,7 @@ def _compute(source: str, config: str | None):
 
 @main.command()
 @click.argument("source", type=click.Path(exists=True))
-@click.option("--config", "config", type=click.Path(exists=True, dir_okay=False), help="TOML config (default: ailedger.toml in the bundle).")
+@click.option("--config", "config", type=click.Path(exists=True, dir_okay=False), help="TOML config (default: ailedger.toml in the bundle, or the .toml beside the store).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report object of the data contract.")
 @click.option("--top", default=5, show_default=True, help="Rows per ranking in the summary.")
 def report(source: str, config: str | None, as_json: bool, top: int) -> None:
@@ -107,7 +107,8 @@ def render_summary(rep: dict, top: int = 5) -> str:
         f"  attributed   {_money(rc['attributed']):>14}",
         f"  idle         {_money(rc['idle']):>14}",
         f"  unattributed {_money(rc['unattributed']):>14}",
-        f"  difference   {rc['difference']:>14.6f}",
+        # A difference that rounds to 0 prints as 0.000000: its sign is float summation order.
+        f"  difference   {(0.0 if round(rc['difference'], 6) == 0 else rc['difference']):>14.6f}",
     ]
     if rep["unattributed"]:
         # The costliest few: a gateway log can carry a million unmapped keys (all in --json).
@@ -124,8 +125,10 @@ def render_summary(rep: dict, top: int = 5) -> str:
 
 @main.command()
 @click.argument("bundle", type=click.Path(exists=True, file_okay=False))
-@click.option("--db", required=True, type=click.Path(dir_okay=False), help="DuckDB store file (created if missing).")
-@click.option("--config", "config", type=click.Path(exists=True, dir_okay=False))
+@click.option("--db", required=True, type=click.Path(dir_okay=False),
+              help="DuckDB store file (created, with its folder, if missing).")
+@click.option("--config", "config", type=click.Path(exists=True, dir_okay=False),
+              help="TOML config (default: ailedger.toml in the bundle); copied beside the store (its name with .toml).")
 @click.option("--replace", is_flag=True, help="Let records with a known id and new content replace the stored ones.")
 def ingest(bundle: str, db: str, config: str | None, replace: bool) -> None:
     """Load a bundle folder into a DuckDB store (one transaction, idempotent)."""
@@ -152,15 +155,27 @@ def ingest(bundle: str, db: str, config: str | None, replace: bool) -> None:
             _fail(f"{exc} (nothing was written; use --replace to overwrite)")
         except store.StoreError as exc:  # not a store, newer or damaged, disk full: said first
             _fail(str(exc))
+    click.echo(describe_ingest(result))
     cfg_src = api.find_config(bundle, config)
     if cfg_src is not None:
         # Keep the bundle's config beside the store so `ailedger report FILE` reads the same period.
-        Path(db).with_suffix(".toml").write_text(Path(cfg_src).read_text(encoding="utf-8"), encoding="utf-8")
-    click.echo(describe_ingest(result))
+        click.echo(keep_config(Path(cfg_src), Path(db)))
     if b.rejected.height:
         click.echo(f"{b.rejected.height} rows rejected (kept in the store's rejected table):")
         for r in b.rejected.head(20).iter_rows(named=True):
             click.echo(f"  {r['file'] or r['table']} row {r['row']}: {r['reason']}")
+
+
+def keep_config(src: Path, db: Path) -> str:
+    """Copy the config beside the store (the store's name with .toml), where report and serve look; say so."""
+    target = db.with_suffix(".toml")
+    text = src.read_text(encoding="utf-8")
+    before = target.read_text(encoding="utf-8") if target.is_file() else None
+    if before == text:
+        return f"config: {target} unchanged (read by report, explain and serve of {db})"
+    target.write_text(text, encoding="utf-8")
+    verb = "replaced" if before is not None else "wrote"
+    return f"config: {verb} {target} from {src} (read by report, explain and serve of {db})"
 
 
 def describe_ingest(result) -> str:
@@ -176,19 +191,25 @@ def describe_ingest(result) -> str:
 
 @main.command()
 @click.argument("source", type=click.Path(exists=True))
-@click.option("--config", "config", type=click.Path(exists=True, dir_okay=False))
-@click.option("--tenant")
-@click.option("--project")
-@click.option("--model")
-@click.option("--json", "as_json", is_flag=True)
-@click.option("--limit", default=20, show_default=True)
+@click.option("--config", "config", type=click.Path(exists=True, dir_okay=False),
+              help="TOML config (default: ailedger.toml in the bundle, or the .toml beside the store).")
+@click.option("--tenant", help="The tenant whose cost to explain.")
+@click.option("--project", help="The project whose cost to explain (with --tenant: both must match).")
+@click.option("--model", help="The model: the cost of the allocations serving it, before recharge.")
+@click.option("--json", "as_json", is_flag=True, help="Print every column of the three lists as JSON.")
+@click.option("--limit", default=20, show_default=True, help="Rows shown per list (with --json: of the requests; the other lists are whole).")
 def explain(source: str, config: str | None, tenant, project, model, as_json: bool, limit: int) -> None:
     """The raw records behind a tenant's, project's or model's figure."""
     from .lineage import explain as explain_
+    from .lineage import unknown_names
 
     if not (tenant or project or model):
         _fail("name a --tenant, --project or --model")
-    ex = explain_(_compute(source, config), tenant=tenant, project=project, model=model)
+    comp = _compute(source, config)
+    unknown = unknown_names(comp, tenant=tenant, project=project, model=model)
+    if unknown:
+        _fail("; ".join(unknown))
+    ex = explain_(comp, tenant=tenant, project=project, model=model)
     if as_json:
         _echo_json({
             "total_cost": ex.total_cost,

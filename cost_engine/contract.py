@@ -1,4 +1,4 @@
-"""The data contract v1 in code: table schemas, enums and defaults shared by every stage."""
+"""The data contract v1 in code (docs/data-contract.md): table schemas, enums and defaults shared by every stage."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ DRIVERS = (
     "even",
 )
 
-# SEMANTICS "Money": the default driver of each category.
+# The default driver of each category (docs/data-contract.md, "costs").
 DEFAULT_DRIVER = {
     "gpu_rental": "capacity_hours",
     "depreciation": "capacity_hours",

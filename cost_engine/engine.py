@@ -184,7 +184,9 @@ def compute(bundle: Bundle, config: Config, telemetry: TelemetrySource | None = 
     has_telemetry = ta.samples > 0
     if has_telemetry:
         for r in ta.resets.head(10).iter_rows(named=True):
-            gaps.append(("energy counter reset", f"{r['gpu_id']} at {r['ts']:%Y-%m-%d %H:%M:%S}Z: that interval uses power x time"))
+            # The drop shows in the sample at t_end; the interval priced by power x time starts at ts.
+            gaps.append(("energy counter reset", f"{r['gpu_id']} at {r['t_end']:%Y-%m-%d %H:%M:%S}Z: the counter "
+                         f"went down since the {r['ts']:%H:%M:%S}Z sample; that interval uses power x time"))
     else:
         gaps.append(("telemetry", "no telemetry: active hours, utilization and energy are unknown"))
 

@@ -147,3 +147,39 @@ def _cost_contributions(comp: Computation, money: pl.DataFrame) -> pl.DataFrame:
     return out.group_by("cost_id", "category", "origin").agg(pl.col("cost").sum()).sort(
         ["cost", "cost_id"], descending=[True, False]
     )
+
+
+NEAR_MATCHES = 5  # names suggested for a misspelt one
+
+
+def unknown_names(
+    comp: Computation, *, tenant: str | None = None, project: str | None = None, model: str | None = None
+) -> list[str]:
+    """One message per asked name that nothing in the computation carries, with the nearest known names.
+
+    A misspelt project would otherwise explain as "cost 0.00", which reads as a real figure.
+    """
+    from difflib import get_close_matches
+
+    projects = comp.ownership.projects
+    known = {
+        "tenant": (projects["tenant"], comp.money["tenant"]),
+        "project": (projects["project"], comp.money["project"]),
+        "model": (comp.allocations["model"], comp.requests["model"]),
+    }
+    out = []
+    for kind, name in (("tenant", tenant), ("project", project), ("model", model)):
+        if name is None:
+            continue
+        names = pl.concat([s.cast(pl.String).rename(kind) for s in known[kind]]).drop_nulls().unique().sort().to_list()
+        if name in names:
+            continue
+        near = get_close_matches(name, names, n=NEAR_MATCHES, cutoff=0.6)
+        if near:
+            hint = "did you mean " + ", ".join(near) + "?"
+        else:
+            shown = names[:20]
+            hint = f"known {kind}s: " + (", ".join(shown) + (f" and {len(names) - len(shown)} more" if len(names) > 20 else "")
+                                         if names else "none")
+        out.append(f"unknown {kind} {name!r}; {hint}")
+    return out

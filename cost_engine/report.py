@@ -1,4 +1,4 @@
-"""The report object of DATA-CONTRACT section 3, assembled from a Computation, plus lineage."""
+"""The report object of the data contract (docs/data-contract.md), assembled from a Computation, plus lineage."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ Input relation `telemetry_us(gpu_id, t_us, util_pct, power_w, energy_j)`, `t_us`
 time in epoch microseconds. That conversion (and back) is the only dialect-specific step and
 lives in the two adapters below: DuckDB `epoch_us(ts)`, Spark `unix_micros(ts)`.
 
-Sample semantics are the engine's (SEMANTICS.md, cost_engine/activity.py): a sample stands
+Sample semantics are the engine's (docs/engine.md, cost_engine/activity.py): a sample stands
 for `[ts, next ts of the card)`, capped at `max_gap_s`; its energy is the counter delta to
 the next sample when the interval is not capped and the delta is >= 0, otherwise (counter
 reset, capped gap, no counter) `power_w x seconds`; unknown without either. A sample that

@@ -53,7 +53,7 @@ __all__ = [
     "capital_cost_per_month",
 ]
 
-# The TCO categories of seed 002, as result keys. Every dollar of an option lands in one.
+# Six total-cost-of-ownership categories, as result keys. Every dollar of an option lands in one.
 CATEGORIES = ("compute", "memory_storage", "network", "facilities", "software_operations", "lifecycle")
 
 # The line items an option's monthly cost is built from, and the category each belongs to.
@@ -130,7 +130,7 @@ def cost_per_million_tokens(price_per_gpu_hour: float, tokens_per_s: float, gpus
 
 
 def fixed_cost_per_million(monthly_fixed_cost: float, tokens_at_full_use: float, utilization: float) -> float:
-    """Seed 002 utilization table: fixed monthly cost / (tokens at full use x productive utilization) x 1e6."""
+    """Fixed cost per 1M tokens: fixed monthly cost / (tokens at full use x productive utilization) x 1e6."""
     if tokens_at_full_use <= 0 or utilization <= 0:
         raise ValueError("tokens_at_full_use and utilization must be > 0")
     return monthly_fixed_cost / (tokens_at_full_use * utilization) * 1e6
@@ -146,7 +146,7 @@ class UtilizationRow:
 def utilization_table(
     monthly_fixed_cost: float, tokens_at_full_use: float, utilizations: Iterable[float] = (0.3, 0.5, 0.7, 0.85)
 ) -> list[UtilizationRow]:
-    """Seed 002: useful tokens = tokens at full use x utilization; $ per 1M = fixed cost / useful tokens x 1e6."""
+    """Per utilization: useful tokens = tokens at full use x utilization; $ per 1M = fixed cost / useful tokens x 1e6."""
     return [
         UtilizationRow(u, tokens_at_full_use * u, fixed_cost_per_million(monthly_fixed_cost, tokens_at_full_use, u))
         for u in utilizations
@@ -173,7 +173,7 @@ def unitcost_table(
     pue: float,
     occupancies: Iterable[float] = (0.1, 0.25, 0.5, 0.75, 0.95),
 ) -> list[UnitCostRow]:
-    """Seed 003 unitcost.go, step for step: one hour of counters at each occupancy.
+    """A fleet's unit cost and efficiency per occupancy, from one hour of counters at each.
 
     tps = gpus x capacity x occ; watts = idle + (peak - idle) x occ; tokens = tps x 3600;
     joules = gpus x watts x 3600; cost = gpus x price / tokens x 1e6;
@@ -184,7 +184,7 @@ def unitcost_table(
         tps = gpus * capacity_tok_s * occ
         watts = idle_w + (peak_w - idle_w) * occ
         tokens = tps * 3600
-        joules = gpus * watts * 3600 * 1000 / 1000  # the Go program keeps energy in mJ
+        joules = gpus * watts * 3600 * 1000 / 1000  # in mJ and back to J, as the reference table computes it
         cost = gpus * price_per_hour / tokens * 1e6 if tokens > 0 else math.inf
         per_j = tokens / joules if joules > 0 else math.inf
         per_j_fac = tokens / (joules * server_factor * pue) if joules > 0 else math.inf
@@ -193,7 +193,7 @@ def unitcost_table(
 
 
 def format_unitcost_table(rows: Sequence[UnitCostRow]) -> str:
-    """The table as unitcost.go prints it (same header, same printf widths)."""
+    """The unit-cost rows as a fixed-width text table (docs/scenario.md shows one)."""
     out = ["occupancy  tokens/s   $ / M output tokens   GPU W each   tokens/J (GPU)   tokens/J (facility)"]
     for r in rows:
         out.append(
@@ -650,7 +650,7 @@ def _cost(opt: HostedApi | Rented | Owned, load: _Load, sc: Scenario, cards: flo
     gpu_kwh = facility_kwh = None
     idle_w, peak_w = opt.idle_w, opt.peak_w
     if idle_w is not None and peak_w is not None:
-        # Each paid card-hour draws idle power; busy time adds (peak - idle): seed 003's line, summed.
+        # Each paid card-hour draws idle power; busy time adds (peak - idle): the linear draw model, summed.
         gpu_kwh = (idle_w * paid_hours + (peak_w - idle_w) * busy_hours) / 1000.0
         facility_kwh = gpu_kwh * opt.server_factor * opt.pue
     if isinstance(opt, Rented):

@@ -813,6 +813,11 @@ def ingest(
     if batch_rows < 1:
         raise ValueError("batch_rows must be positive")
     path = Path(db_path)
+    # A new store may name a folder that does not exist yet (data/ailedger.duckdb on a fresh clone).
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(f"cannot create the folder of the store {path}: {exc.strerror or exc}") from None
     if user is None:
         user = _os_user()
     run = dict(replace=replace, progress=progress, source=source, batch_rows=batch_rows, user=user)

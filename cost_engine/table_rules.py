@@ -63,7 +63,7 @@ def post_parse(table: str, config: Config) -> list[pl.Expr]:
 
 
 def rules(table: str, config: Config) -> list[Problem]:
-    """The contract's value rules per table (SEMANTICS "Rejections")."""
+    """The contract's value rules per table (docs/data-contract.md: what a row is rejected for)."""
     by_table = {
         "inventory": lambda: [
             _unit_share("capacity"),

@@ -227,7 +227,7 @@ def _num(v: Any) -> float | None:
 
 
 def kpi_cards(comp: Computation, filters: Filters | None = None) -> pl.DataFrame:
-    """The seed-000 headline figures: key, label, value, unit, detail (one row per card)."""
+    """The overview's headline figures: key, label, value, unit, detail (one row per card)."""
     t = totals(comp, filters)
     cur = comp.period.currency
     tokens_all = sum(t[c] or 0 for c in TOKEN_COLS)

@@ -1,4 +1,4 @@
-"""Overview: the seed-000 dashboard on one screen: capacity, idle, unit costs, tokens, energy,
+"""Overview: the fleet at a glance on one screen: capacity, idle, unit costs, tokens, energy,
 spend by tenant, idle this week and the trend by day, week or month (partial buckets marked),
 with the change against the previous period, plus the review pack."""
 

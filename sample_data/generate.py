@@ -1110,7 +1110,7 @@ def _write_small(df: pl.DataFrame, path: Path, fmt: str) -> None:
 
 def _config_toml(fleet: Fleet) -> str:
     return (
-        "# Report config for this generated bundle (data contract v1, section 2).\n"
+        "# Report config for this generated bundle (every key: docs/config.md).\n"
         "[period]\n"
         f"start = {fleet.iso(0)}\n"
         f"end = {fleet.iso(fleet.T)}\n"

@@ -79,7 +79,8 @@ def test_hand_computed_activity_is_the_same_in_any_number_of_windows(monkeypatch
     assert t["telemetry_coverage"] == pytest.approx(1.0)
     assert t["active_gpu_hours"] == pytest.approx(1.0)
     assert t["energy_kwh_gpu"] == pytest.approx(0.2)
-    assert ("energy counter reset", "g0 at 2026-10-01 00:30:00Z: that interval uses power x time") in comp.gaps
+    assert ("energy counter reset", "g0 at 2026-10-01 00:40:00Z: the counter went down since the 00:30:00Z sample; "
+            "that interval uses power x time") in comp.gaps
     # Quarter-hour card energy: 00:00-00:15 holds the 00:00 and 00:10 samples = 120,000 J.
     first = comp.card_energy.sort("bucket").row(0, named=True)
     assert (str(first["gpu_id"]), first["bucket"], first["joules"]) == ("g0", T0, pytest.approx(120_000.0))
