@@ -622,6 +622,8 @@ def table(frame: pl.DataFrame, key: str, *, name: str | None = None, column_conf
     block naming the view, or `about`, headers with units, shares in %), CSV for machines
     (engine names, no comments) and Parquet (engine names, the view in its metadata).
     Returns the dataframe's state."""
+    if not isinstance(frame, pl.DataFrame):  # rows (a list of dicts) from the engine's typed records
+        frame = pl.DataFrame(frame)
     ctx = ctx or (None if about is not None else _run_ctx())
     shown = labels.readable_values(frame)
     config = {**_auto_config(shown, ctx), **(column_config or {})}
@@ -688,12 +690,14 @@ def _auto_config(frame: pl.DataFrame, ctx: Ctx | None = None) -> dict:
     return cfg
 
 
-def money_columns(frame: pl.DataFrame, names: list[str]) -> dict:
+def money_columns(frame: pl.DataFrame, names: list[str], ctx: Ctx | None = None) -> dict:
     """The table's usual column config with `names` shown as money (2 decimals, sign kept)."""
-    cfg = _auto_config(frame)
+    ctx = ctx or _run_ctx()
+    cfg = _auto_config(frame, ctx)
+    cur = ctx.currency if ctx is not None else "USD"
     for n in names:
         if n in frame.columns:
-            cfg[n] = st.column_config.NumberColumn(_LABELS.get(n, n.replace("_", " ")), format="%+.2f")
+            cfg[n] = st.column_config.NumberColumn(labels.column(n, cur), format="%+.2f")
     return cfg
 
 

@@ -2,7 +2,7 @@
 a waterfall from the base total to the new one, a drill-down per owner, and the records behind it.
 
 State lives in the URL (shareable, reopens at the same place):
-    ?base=YYYY-MM-DD..YYYY-MM-DD&period=YYYY-MM-DD..YYYY-MM-DD&by=tenant|project|model|pool
+    ?base=YYYY-MM-DD..YYYY-MM-DD&new=YYYY-MM-DD..YYYY-MM-DD&by=tenant|project|model|pool
      [&owner=KEY][&effect=EFFECT][&within=pool P · ACCELERATOR|model M][&table=allocations|requests|costs][&page=N]
 """
 
@@ -67,11 +67,12 @@ full = common.computation(ctx.base_config)
 first, last = views.period_days(full)
 default_base, default_new = compare.default_days(full)
 base_days = _days(qp.get("base"), default_base, first, last)
-new_days = _days(qp.get("period"), default_new, first, last)
+# `new`, not `period`: the sidebar keeps its own period preset under `period` in the same URL.
+new_days = _days(qp.get("new"), default_new, first, last)
 by = qp.get("by", "tenant")
 by = by if by in diff.BY else "tenant"
 owner = qp.get("owner")
-state = {"base": f"{base_days[0]}..{base_days[1]}", "period": f"{new_days[0]}..{new_days[1]}", "by": by}
+state = {"base": f"{base_days[0]}..{base_days[1]}", "new": f"{new_days[0]}..{new_days[1]}", "by": by}
 
 def _pick_days(name: str, key: str) -> None:
     v = ss.get(key)
@@ -84,12 +85,12 @@ def _pick_by(key: str) -> None:
 
 
 # Widget keys carry the state they show, so a URL opened or changed elsewhere gets fresh widgets.
-tag = f"{state['base']}_{state['period']}_{by}_{nonce}"
+tag = f"{state['base']}_{state['new']}_{by}_{nonce}"
 c1, c2, c3 = st.columns([2, 2, 3])
 c1.date_input("Base period", value=base_days, min_value=first, max_value=last, key=f"cmp_base_{tag}",
               on_change=_pick_days, args=("base", f"cmp_base_{tag}"))
 c2.date_input("Period", value=new_days, min_value=first, max_value=last, key=f"cmp_period_{tag}",
-              on_change=_pick_days, args=("period", f"cmp_period_{tag}"))
+              on_change=_pick_days, args=("new", f"cmp_period_{tag}"))
 c3.segmented_control("Split by", list(diff.BY), default=by, required=True, key=f"cmp_by_{tag}",
                      format_func=lambda b: b.capitalize(), on_change=_pick_by, args=(f"cmp_by_{tag}",))
 if base_days == new_days:

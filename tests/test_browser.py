@@ -229,7 +229,7 @@ def test_compare_page_waterfall_and_drill_down(server, page, browser):
     expected = compare.compare_periods(
         compute(comp.bundle, compare.period_config(comp.config, diff.parse_span(base, tz))),
         compute(comp.bundle, compare.period_config(comp.config, diff.parse_span(period, tz))), by="tenant")
-    open_url(page, f"{server}/compare?base={base}&period={period}&by=tenant")
+    open_url(page, f"{server}/compare?base={base}&new={period}&by=tenant")
     no_exceptions(page)
     charts_drawn(page)
     page.wait_for_selector('[data-testid="stPlotlyChart"] .waterfalllayer .trace', state="attached", timeout=30_000)

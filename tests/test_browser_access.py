@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.dashboard_support import grid_with, make_store, new_page, streamlit_server
+from tests.dashboard_support import _settle_polling, grid_with, make_store, new_page, streamlit_server
 from tests.dashboard_support import settle as wait_for_run
 
 pytestmark = pytest.mark.browser
@@ -141,7 +141,8 @@ def test_scoped_user_cannot_write_the_shared_rules(server, browser):
         rules = SERVED["rules"]
         before = rules.read_bytes()
         button.click(force=True)
-        settle(pg)
+        # A click on a disabled button may run nothing: wait for a quiet run state, not for a new run.
+        _settle_polling(pg, 90.0, 1.2, False)
         assert rules.read_bytes() == before, "a tenant-scoped user changed the shared rules"
         assert button.is_disabled()
     finally:

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from tests.dashboard_support import copy_sample, streamlit_server
-from tests.test_browser import charts_drawn, grid_cells, no_exceptions, open_url, settle, shot
+from tests.dashboard_support import charts_drawn, grid_cells, no_exceptions, open_url, settle, shot
 
 pytestmark = pytest.mark.browser
 

@@ -13,7 +13,7 @@ from cost_engine.engine import compute
 from tests.dashboard_support import APP, SAMPLE
 
 TIMEOUT = 180
-QUERY = {"base": "2026-10-06..2026-10-08", "period": "2026-10-09..2026-10-11", "by": "tenant"}
+QUERY = {"base": "2026-10-06..2026-10-08", "new": "2026-10-09..2026-10-11", "by": "tenant"}
 
 
 @pytest.fixture(autouse=True)
@@ -26,7 +26,7 @@ def periods(comp):
     """The sample week's days are cut in Europe/Berlin, as the page cuts them."""
     tz = comp.period.timezone
     a = compute(comp.bundle, compare.period_config(comp.config, diff.parse_span(QUERY["base"], tz)))
-    b = compute(comp.bundle, compare.period_config(comp.config, diff.parse_span(QUERY["period"], tz)))
+    b = compute(comp.bundle, compare.period_config(comp.config, diff.parse_span(QUERY["new"], tz)))
     return a, b
 
 
@@ -88,7 +88,7 @@ def test_changing_a_period_moves_the_url():
     at.date_input[0].set_value((date(2026, 10, 6), date(2026, 10, 7))).run()
     assert not at.exception
     assert at.query_params["base"] == "2026-10-06..2026-10-07"
-    assert at.query_params["period"] == QUERY["period"]
+    assert at.query_params["new"] == QUERY["new"]
     assert at.date_input[0].value == (date(2026, 10, 6), date(2026, 10, 7))
 
 

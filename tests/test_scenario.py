@@ -522,7 +522,7 @@ def test_page_renders():
     assert len(at.number_input) > 20
     # Edit the API's output price and recalculate: the results table follows.
     before = at.dataframe[0].value
-    price = next(n for n in at.number_input if n.label == "price_per_m_output")
+    price = next(n for n in at.number_input if n.key.endswith(":price_per_m_output"))
     price.set_value(24.0)
     at.button[0].click()
     at.run()

@@ -180,7 +180,8 @@ def _metric(pg, label: str) -> str:
 
 def test_serve_shows_the_fleet_total_in_chromium(installed, browser, checkout_report):
     """Behind a reverse proxy in header mode (docs/deploy.md): the finance group is admin and sees
-    the fleet's total cost (9,767.98 USD, see the test above); bob sees only product's money."""
+    the fleet's total cost (9,767.98 USD, see the test above); bob sees only product's money.
+    The Overview opens on whole local days by default; `period=all_data` is the report's period."""
     if not (installed.work / "ledger.duckdb").exists():  # this test run alone
         shutil.copytree(SAMPLE, installed.work / "fleet-week", dirs_exist_ok=True)
         installed.ailedger("ingest", "fleet-week", "--db", "ledger.duckdb")
@@ -194,7 +195,7 @@ def test_serve_shows_the_fleet_total_in_chromium(installed, browser, checkout_re
         ):
             ctx, pg = new_page(browser, extra_http_headers=headers)
             try:
-                pg.goto(url)
+                pg.goto(f"{url}/?period=all_data")
                 settle(pg, timeout=120)
                 assert pg.locator('[data-testid="stException"]').count() == 0
                 assert pg.locator("h1").first.inner_text().strip() == "Overview"
