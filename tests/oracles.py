@@ -134,6 +134,16 @@ def input_cost(bundle, config) -> float:
     return cost_rows_input(bundle, config) + rates_input(bundle, config) + measured_energy_input(bundle, config)
 
 
+def assert_input_reconciles(rep: dict, bundle, config) -> None:
+    """The report's input cost is the raw tables' own, and attributed + idle + unattributed is it."""
+    import pytest
+
+    rc = rep["reconciliation"]
+    expected = input_cost(bundle, config)
+    assert rc["input_cost"] == pytest.approx(expected, rel=1e-9, abs=1e-6)
+    assert rc["attributed"] + rc["idle"] + rc["unattributed"] == pytest.approx(expected, rel=1e-9, abs=1e-6)
+
+
 def capacity_prices(bundle, config, pool: str, t: datetime) -> float:
     """The price per capacity-hour in force in `pool` at instant t: every rate of the pool, and
     every shared cost row spread by capacity_hours (its own driver or its category's) of the
