@@ -17,6 +17,7 @@ from tests.dashboard_support import (
     EVIL_TENANT,
     PAGES,
     ROOT,
+    charts_drawn,
     click_row,
     grid_cells,
     make_store,

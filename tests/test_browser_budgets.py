@@ -102,7 +102,7 @@ def test_admin_reads_the_burn_down_and_raises_a_budget(admin_server, browser, sa
         pg.keyboard.press("Enter")
         # The grid shows the new amount, and the rerun its edit triggers has finished, before the click.
         pg.wait_for_function("() => [...document.querySelectorAll('[data-testid=\"stDataFrame\"] td')]"
-                             ".some(c => c.textContent === '20000')", timeout=30_000)
+                             ".some(c => parseFloat(c.textContent.replace(/,/g, '')) === 20000)", timeout=30_000)
         settle(pg)
         pg.get_by_role("button", name="Save budgets").click()
         pg.get_by_text(re.compile(r"Saved \d+ budget rows")).wait_for(timeout=60_000)
