@@ -4,7 +4,9 @@ owner and model names carry HTML (to prove they are shown as text)."""
 from __future__ import annotations
 
 import contextlib
+import json
 import shutil
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -101,7 +103,6 @@ def bound_url(proc, log_path: Path, timeout: float = 120) -> str:
     then its health check answers. Fails with the log's tail if the server exits or never binds."""
     import re
     import subprocess
-    import time
     import urllib.request
 
     deadline = time.monotonic() + timeout
@@ -335,15 +336,26 @@ def grid_with(pg, table_index: int, texts: list[str], timeout: float = 60_000) -
 def chart_titled(pg, prefix: str, timeout: float = 90_000):
     """The Plotly chart whose title starts with `prefix` (SVG text is matched by its text
     content: Playwright's has_text does not see it)."""
-    # the page draws its charts after the script has finished: wait for this one (a state)
-    pg.wait_for_function(
-        """(p) => [...document.querySelectorAll('[data-testid="stPlotlyChart"] .gtitle')]
-                  .some(t => (t.textContent || '').startsWith(p))""", arg=prefix, timeout=timeout)
-    charts_drawn(pg)
-    for chart in pg.locator('[data-testid="stPlotlyChart"]').all():
-        if any((t or "").startswith(prefix) for t in svg_texts(chart, ".gtitle")):
+    # The page draws its charts after the script has finished, and a rerun may redraw them
+    # between a look-up and its use: mark the chart in the same evaluation that finds it, and
+    # look again while the mark is gone (a state, not a sleep).
+    find = """(p) => {
+        const c = [...document.querySelectorAll('[data-testid="stPlotlyChart"]')]
+            .find(c => [...c.querySelectorAll('.gtitle')].some(t => (t.textContent || '').startsWith(p)));
+        if (!c || !c.querySelector('.main-svg')) return false;
+        c.setAttribute('data-test-title', p);
+        return true;
+    }"""
+    deadline = time.monotonic() + timeout / 1000
+    while True:
+        left = max(1.0, (deadline - time.monotonic()) * 1000)
+        pg.wait_for_function(find, arg=prefix, timeout=left)
+        charts_drawn(pg, timeout=left)
+        chart = pg.locator(f"[data-test-title={json.dumps(prefix)}]")
+        if chart.count() == 1 and any((t or "").startswith(prefix) for t in svg_texts(chart, ".gtitle")):
             return chart
-    raise AssertionError(f"no chart titled {prefix!r}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no chart titled {prefix!r}")
 
 
 def svg_texts(locator, selector: str) -> list[str]:
