@@ -31,7 +31,7 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-import cost_engine.bundle as bundle_mod
+import cost_engine.bundle_stream as bundle_mod  # the streaming thresholds live there
 from cost_engine.bundle import BundleError, read_bundle
 from cost_engine.config import Config, ConfigError, load_config, parse_config
 from cost_engine.engine import compute
@@ -324,8 +324,9 @@ def write_big_telemetry(path: Path, size_bytes: int, *, bad_every: int = 0) -> i
 _MEASURE = """
 import json, sys, time
 import cost_engine.bundle as cb
+import cost_engine.bundle_stream as cs
 if len(sys.argv) > 3:
-    cb.STREAM_MIN_BYTES = int(sys.argv[3])
+    cs.STREAM_MIN_BYTES = int(sys.argv[3])
 def status(key):
     with open("/proc/self/status") as fh:
         for line in fh:

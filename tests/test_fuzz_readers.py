@@ -30,7 +30,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
-import cost_engine.bundle as bundle_mod
+import cost_engine.bundle_stream as bundle_mod  # the streaming thresholds live there
 from cost_engine.bundle import BundleError, read_bundle
 from cost_engine.config import parse_config
 from cost_engine.engine import compute

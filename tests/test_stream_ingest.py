@@ -14,7 +14,7 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-import cost_engine.bundle as bundle_mod
+import cost_engine.bundle_stream as bundle_mod  # the streaming thresholds live there
 from cost_engine import store
 from cost_engine.bundle import read_bundle
 from cost_engine.config import Config
