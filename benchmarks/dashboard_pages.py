@@ -12,7 +12,10 @@ click) until the page stops changing: the script has finished (`data-test-script
 back to `notRunning`) and the last change of the main area's DOM (charts drawn, grids
 filled) before it stays unchanged for QUIET_S. Both instants are recorded in the browser
 (a MutationObserver), so the polling that waits for the quiet period does not count.
-Medians of --repeat runs, with min and max. Never part of `make test`.
+Medians of --repeat runs, with min and max. Beside each figure, the CPU seconds the server
+process (and its threads) spent on it, read from /proc: on a shared machine the wall time is
+inflated by other work, the CPU time much less so. The load average is noted at each run's
+start. Never part of `make test`.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import re
 import statistics
 import sys
 import tempfile
@@ -40,7 +44,33 @@ TIMEOUT_S = 180.0
 TARGETS = {"first page after start": 2.0, "first visit": 0.7, "repeat visit": 0.4, "rule change": 1.0,
            "filter change": 1.0}
 TITLES = {"overview": "Overview", "rankings": "Rankings", "idle": "Idle", "energy": "Energy",
-          "unit_economics": "Unit economics", "data": "Data", "rules": "Rules", "scenario": "Scenario"}
+          "unit_economics": "Unit economics", "compare": "Compare", "budgets": "Budgets", "data": "Data",
+          "rules": "Rules", "scenario": "Scenario"}
+CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _server_pid() -> int | None:
+    """The `streamlit run` child of this process (Linux /proc), or None where there is no /proc."""
+    me = str(os.getpid())
+    for d in Path("/proc").glob("[0-9]*"):
+        try:
+            if (d / "stat").read_text().split(") ", 1)[1].split()[1] == me and \
+                    b"streamlit" in (d / "cmdline").read_bytes():
+                return int(d.name)
+        except (OSError, IndexError):
+            continue
+    return None
+
+
+def _cpu_s(pid: int | None) -> float:
+    """User + system CPU seconds of a process so far (all its threads), 0 without /proc."""
+    if pid is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 # Recorded in the page: the last time the script went back to notRunning, and the last DOM
 # change in the app's main area (epoch ms, comparable with Python's clock on this machine).
@@ -66,88 +96,107 @@ WATCH = """
 """
 
 
+# One look at the page, taken in the browser at one instant (separate look-ups race a rerun
+# that replaces the heading between them).
+LOOK = """() => {
+  const h1 = document.querySelector('h1');
+  return {bench: window.__bench, heading: h1 ? h1.innerText : '',
+          skeleton: !!document.querySelector('[data-testid="stSkeleton"]'),
+          drawn: [...document.querySelectorAll('[data-testid="stPlotlyChart"]')].every(c => c.querySelector('.main-svg'))};
+}"""
+
+
 def _done(pg, since_ms: float, title: str) -> float:
     """Seconds from `since_ms` until the page stopped changing (see the module docstring)."""
     deadline = time.monotonic() + TIMEOUT_S
     while time.monotonic() < deadline:
-        b = pg.evaluate("() => window.__bench")
+        look = pg.evaluate(LOOK)
+        b = look["bench"]
         now_ms = time.time() * 1000
-        heading = pg.locator("h1").first
         ok = (b and b["state"] == "notRunning" and b["idle"] and b["idle"] >= since_ms
-              and heading.count() and title in heading.inner_text()
-              and not pg.locator('[data-testid="stSkeleton"]').count()
-              and pg.evaluate("() => [...document.querySelectorAll('[data-testid=\"stPlotlyChart\"]')]"
-                              ".every(c => c.querySelector('.main-svg'))"))
+              and title in look["heading"] and not look["skeleton"] and look["drawn"])
         if ok and now_ms - max(b["idle"], b["change"]) >= QUIET_S * 1000:
             return (max(b["idle"], b["change"]) - since_ms) / 1000
         pg.wait_for_timeout(50)
     raise RuntimeError(f"{title}: the page did not settle within {TIMEOUT_S:.0f} s")
 
 
-def _nav(pg, page: str) -> float:
-    link = pg.locator('[data-testid="stSidebarNav"]').get_by_text(TITLES[page], exact=True)
+def _timed(pg, pid: int | None, title: str, action) -> tuple[float, float]:
+    """(wall s until quiet, server CPU s meanwhile) of one action. The CPU is read once the
+    page is quiet, minus the CPU of the quiet period itself (an idle server spends ~0)."""
+    c0 = _cpu_s(pid)
     t0 = time.time() * 1000
-    link.click()
-    return _done(pg, t0, TITLES[page])
+    action()
+    wall = _done(pg, t0, title)
+    return wall, _cpu_s(pid) - c0
 
 
-def one_run(store: Path, work: Path) -> dict[str, list[float]]:
+def _nav(pg, pid: int | None, page: str) -> tuple[float, float]:
+    link = pg.locator('[data-testid="stSidebarNav"]').get_by_text(TITLES[page], exact=True)
+    return _timed(pg, pid, TITLES[page], link.click)
+
+
+def one_run(store: Path, work: Path) -> tuple[dict[str, list[tuple[float, float]]], tuple[float, float, float]]:
+    """One fresh server: {figure: [(wall s, server CPU s)]}, and the load average at its start."""
     from playwright.sync_api import sync_playwright
 
-    out: dict[str, list[float]] = {}
+    out: dict[str, list[tuple[float, float]]] = {}
     env = {"AILEDGER_SOURCE": str(store), "AILEDGER_CHROMIUM": CHROMIUM}
+    load = os.getloadavg()
     with streamlit_server(env, work / "streamlit.log") as url, sync_playwright() as p:
+        pid = _server_pid()
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             ctx = browser.new_context(viewport={"width": 1440, "height": 1000})
             ctx.add_init_script(WATCH)
             pg = ctx.new_page()
-            t0 = time.time() * 1000
-            pg.goto(url)
-            out["first page after start"] = [_done(pg, t0, "Overview")]
+            out["first page after start"] = [_timed(pg, pid, "Overview", lambda: pg.goto(url))]
             order = [p for p in PAGES if p != "overview"] + ["overview"]
-            out["first visit"] = [_nav(pg, p) for p in order[:-1]]
-            out["repeat visit"] = [_nav(pg, p) for p in order]
-            _nav(pg, "rankings")
+            out["first visit"] = [_nav(pg, pid, p) for p in order[:-1]]
+            out["repeat visit"] = [_nav(pg, pid, p) for p in order]
+            _nav(pg, pid, "rankings")
             group = pg.locator('[data-testid="stButtonGroup"]').filter(has_text="Idle charged to owners")
-            t0 = time.time() * 1000
-            group.get_by_text("Idle charged to owners").click()
-            out["rule change"] = [_done(pg, t0, "Rankings")]
+            out["rule change"] = [_timed(pg, pid, "Rankings", group.get_by_text("Idle charged to owners").click)]
             box = pg.locator('[data-testid="stSidebar"] [data-testid="stMultiSelect"]').filter(has_text="Tenant")
-            box.get_by_role("combobox").click()
-            option = pg.get_by_role("option", name="research", exact=True)
-            t0 = time.time() * 1000
-            option.click()
-            out["filter change"] = [_done(pg, t0, "Rankings")]
+            box.get_by_role("combobox").focus()  # as tests/test_browser_access.py opens it
+            pg.keyboard.press("ArrowDown")
+            option = pg.locator('[role="listbox"] [role="option"]').filter(has_text=re.compile(r"^\s*research\s*$"))
+            option.wait_for(timeout=TIMEOUT_S * 1000)
+            out["filter change"] = [_timed(pg, pid, "Rankings", option.click)]
             for name, pages in (("first visit", order[:-1]), ("repeat visit", order)):
-                for page, s in zip(pages, out[name]):
-                    out[f"{name}: {page}"] = [s]
+                for page, v in zip(pages, out[name]):
+                    out[f"{name}: {page}"] = [v]
         finally:
             browser.close()
-    return out
+    return out, load
 
 
-def render(runs: list[dict[str, list[float]]], load: tuple[float, float, float]) -> str:
+def render(runs: list[dict[str, list[tuple[float, float]]]], loads: list[tuple[float, float, float]],
+           label: str = "") -> str:
     keys = list(runs[0])
+    load_text = "; ".join(f"run {i + 1}: {a:.2f} / {b:.2f} / {c:.2f}" for i, (a, b, c) in enumerate(loads))
     lines = [
-        "# Dashboard speed in Chromium (issue 20)",
+        f"## {label or 'Dashboard speed in Chromium'}",
         "",
         f"`benchmarks/dashboard_pages.py`, {len(runs)} runs, {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, "
-        f"{platform.node() or 'this machine'}, {os.cpu_count()} CPUs, load average at start "
-        f"{load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}. Sample fleet from a DuckDB store; seconds from the click "
-        "(or the navigation) until the page stopped changing.",
+        f"{platform.node() or 'this machine'}, {os.cpu_count()} CPUs, load average (1 / 5 / 15 min) at each "
+        f"run's start: {load_text}. Sample fleet from a DuckDB store; wall: seconds from the click (or the "
+        "navigation) until the page stopped changing, in the browser; CPU: the server process's CPU seconds "
+        "over the same span. A group figure meets its target when its slowest page does.",
         "",
-        "| what | median s | min s | max s | n | target s | met |",
-        "|---|---:|---:|---:|---:|---:|---|",
+        "| what | wall median s | wall min s | wall max s | CPU median s | CPU max s | n | target s | met (wall) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for k in keys:
         vals = [v for r in runs for v in r.get(k, [])]
         if not vals:
             continue
+        wall = [w for w, _ in vals]
+        cpu = [c for _, c in vals]
         target = TARGETS.get(k)
-        # a group figure is met when its slowest page meets it (every page must)
-        met = "" if target is None else ("yes" if max(vals) < target else "**no**")
-        lines.append(f"| {k} | {statistics.median(vals):.2f} | {min(vals):.2f} | {max(vals):.2f} | {len(vals)} | "
+        met = "" if target is None else ("yes" if max(wall) < target else "**no**")
+        lines.append(f"| {k} | {statistics.median(wall):.2f} | {min(wall):.2f} | {max(wall):.2f} | "
+                     f"{statistics.median(cpu):.2f} | {max(cpu):.2f} | {len(vals)} | "
                      f"{'' if target is None else f'{target:.1f}'} | {met} |")
     return "\n".join(lines) + "\n"
 
@@ -156,23 +205,29 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=3, help="fresh servers to measure (default 3)")
     ap.add_argument("--out", default="", help="write the results table here (Markdown)")
+    ap.add_argument("--label", default="", help="the table's heading (e.g. before / after a change)")
+    ap.add_argument("--append", action="store_true", help="add the table to --out instead of replacing it")
     args = ap.parse_args()
     if not Path(CHROMIUM).is_file():
         print(f"Chromium is missing at {CHROMIUM}", file=sys.stderr)
         return 2
-    load = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="ailedger-bench-") as tmp:
         store = make_store(Path(tmp) / "store")
-        runs = []
+        runs, loads = [], []
         for i in range(args.repeat):
             work = Path(tmp) / f"run{i}"
             work.mkdir()
-            runs.append(one_run(store, work))
+            run, load = one_run(store, work)
+            runs.append(run)
+            loads.append(load)
             print(f"run {i + 1}/{args.repeat} done", file=sys.stderr)
-    text = render(runs, load)
+    text = render(runs, loads, args.label)
     print(text)
     if args.out:
-        Path(args.out).write_text(text, encoding="utf-8")
+        out = Path(args.out)
+        if args.append and out.exists():
+            text = out.read_text(encoding="utf-8").rstrip("\n") + "\n\n" + text
+        out.write_text(text, encoding="utf-8")
     return 0
 
 

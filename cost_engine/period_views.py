@@ -59,7 +59,7 @@ def idle_buckets(comp: Computation, filters: views.Filters | None = None, grain:
 def energy_buckets(comp: Computation, filters: views.Filters | None = None, grain: str = "day") -> pl.DataFrame:
     """GPU and facility kWh, energy cost, CO2e and output tokens per bucket (views.energy_daily)."""
     e = views.energy_daily(comp, filters)
-    return _rebucket(e, comp, grain, known=("co2e_kg",))
+    return _rebucket(e, comp, grain, known=("energy_kwh_gpu", "energy_kwh_facility", "energy_cost", "co2e_kg"))
 
 
 def partial_note(frame: pl.DataFrame) -> str | None:
@@ -101,6 +101,14 @@ def kpi_deltas(now: pl.DataFrame, before: pl.DataFrame) -> pl.DataFrame:
 _SPANS = {"allocations": ("start", "end"), "costs": ("start", "end"), "rates": ("start", "end"),
           "tariffs": ("start", "end"), "events": ("start", "end"), "queue": ("submit", None),
           "requests": ("ts", "end"), "telemetry": ("ts", None)}
+
+
+def validation_report(comp: Computation, filters: views.Filters | None = None) -> pl.DataFrame:
+    """Per contract table: present, accepted, rejected (views.validation_summary, telemetry
+    counted where it is kept) and the rows outside the period. Filters do not apply: the report
+    is of the source."""
+    rows = views.validation_summary(comp.bundle, views.telemetry_rows(comp))
+    return rows.join(outside_period(comp), on="table", how="left")
 
 
 def outside_period(comp: Computation) -> pl.DataFrame:

@@ -60,13 +60,30 @@ def owner_table(comp: Computation, keys: list[str]) -> pl.DataFrame:
         pl.col("tokens").filter(pl.col("good")).sum().alias("good_tokens"),
     ))
     t = cost.join(held, on=keys, how="full", coalesce=True).join(tok, on=keys, how="full", coalesce=True)
-    t = t.with_columns(
+    t = t.with_columns(pl.col("cost").is_null().alias("_no_money")).with_columns(
         pl.col("cost", "inference_cost", "energy_cost", "allocated_gpu_hours", "active_gpu_hours",
                "covered_gpu_hours", "_util", "energy_kwh_gpu", "energy_kwh_facility", "carbon_kg", "_held_s",
                "_joules", "_energy_s").fill_null(0.0),
         pl.col(*TOKEN_COLS, "requests", "good_tokens").fill_null(0),
     )
     t = t.with_columns(*unknown_without_telemetry("covered_gpu_hours", "_energy_s"))
+    if energy_priced_by_measurement(comp):
+        # No power row to read the energy cost from: it is measured energy x price, unknown
+        # (not 0) for an owner whose energy no sample measured.
+        unmetered = (pl.col("allocated_gpu_hours") > 0) & pl.col("energy_kwh_gpu").is_null() & (pl.col("energy_cost") == 0)
+        t = t.with_columns(pl.when(~unmetered).then(pl.col("energy_cost")).alias("energy_cost"))
+    uncosted = uncosted_pools(comp)
+    if uncosted:
+        # An owner that no cost reached and that held cards of a pool no cost input reaches has
+        # an unknown cost, not $0. (One that a cost did reach keeps it; the gap names the pool.)
+        blind = (comp.seg.lazy().filter(pl.col("project").is_not_null() & pl.col("pool").is_in(uncosted)
+                                        & (pl.col("alloc_h") > 0))
+                 .select(*keys).unique().with_columns(pl.lit(True).alias("_uncosted")).collect())
+        t = t.join(blind, on=keys, how="left").with_columns(
+            pl.when(pl.col("_uncosted").is_null() | ~pl.col("_no_money")).then(pl.col(c)).alias(c)
+            for c in ("cost", "inference_cost", "energy_cost")
+        ).drop("_uncosted")
+    t = t.drop("_no_money")
     # CO2e is unknown (not 0 kg) where no tariff gave the owner's energy a carbon intensity.
     t = t.with_columns(pl.when(pl.col("_carbon_known").fill_null(False)).then(pl.col("carbon_kg")).alias("carbon_kg"))
     tokens_all = pl.sum_horizontal(*TOKEN_COLS)
@@ -78,7 +95,38 @@ def owner_table(comp: Computation, keys: list[str]) -> pl.DataFrame:
         pl.when(tokens_all > 0).then(pl.col("inference_cost") / tokens_all * 1e6).alias("cost_per_million_tokens"),
         pl.when(pl.col("_held_s") > 0).then(pl.col("_joules") / pl.col("_held_s")).alias("avg_power_w_per_gpu"),
     ).drop("_util", "_held_s", "_joules", "_energy_s", "_carbon_known")
-    return t.sort(["cost", *keys], descending=[True] + [False] * len(keys))
+    return t.sort(["cost", *keys], descending=[True] + [False] * len(keys), nulls_last=True)
+
+
+def energy_priced_by_measurement(comp: Computation) -> bool:
+    """Whether the energy cost comes only from measured energy x price: power is inside the
+    boundary and no `power` cost row is in the period (semantics: measured energy)."""
+    power_rows = comp.inputs.filter((pl.col("origin") == "cost") & (pl.col("category") == "power"))
+    return "power" in comp.config.boundary.included and power_rows.height == 0
+
+
+def uncosted_pools(comp: Computation) -> list[str]:
+    """Pools with allocated time that no cost input reaches: no cost row names them or the
+    whole fleet (whatever the boundary), no rate and no measured energy. Their holders' cost
+    is unknown."""
+    costs, rates = comp.bundle["costs"], comp.bundle["rates"]
+    if costs.filter(pl.col("pool").is_null() & pl.col("owner").is_null()).height:
+        return []  # a fleet-wide row reaches every pool
+    reached = set(costs["pool"].drop_nulls().to_list()) | set(rates["pool"].drop_nulls().to_list()) \
+        | set(comp.inputs["pool"].drop_nulls().to_list())
+    held = comp.seg.filter(pl.col("alloc_h") > 0)["pool"].drop_nulls().unique().to_list()
+    return sorted(set(held) - reached)
+
+
+def cost_gaps(comp: Computation) -> list[tuple[str, str]]:
+    """What the report cannot price, said in gaps (the figures themselves are null)."""
+    out = []
+    pools = uncosted_pools(comp)
+    if pools:
+        out.append(("cost unknown", f"no cost row, rate or measured energy reaches pool(s) {', '.join(pools)}: "
+                    "owners holding their cards that no other cost reached have an unknown cost, the others "
+                    "miss that pool's share"))
+    return out
 
 
 def unknown_without_telemetry(covered: str, energy_s: str) -> list[pl.Expr]:
@@ -135,7 +183,9 @@ def totals(comp: Computation) -> dict:
         "cost_per_allocated_gpu_hour": _div(cost, s["allocated"]),
         "energy_kwh_gpu": s["kwh_gpu"] if metered else None,
         "energy_kwh_facility": s["kwh_fac"] if metered else None,
-        "energy_cost": float(money.select(pl.col("amount").filter(pl.col("category") == "power").sum()).item()),
+        # Unknown (not 0) where it would be measured energy x price and nothing was measured.
+        "energy_cost": None if not metered and energy_priced_by_measurement(comp)
+        else float(money.select(pl.col("amount").filter(pl.col("category") == "power").sum()).item()),
         **tok,
         "requests": int(req["requests"].sum()),
         "good_tokens": int(req.select(pl.col("tokens").filter(pl.col("good")).sum()).item()),
@@ -264,7 +314,7 @@ def build_report(comp: Computation) -> dict:
         "reconciliation": reconciliation(comp),
         "unattributed": unattributed(comp),
         "rejected": _rows(comp.rejected),
-        "gaps": [{"what": w, "detail": d} for w, d in comp.gaps],
+        "gaps": [{"what": w, "detail": d} for w, d in [*comp.gaps, *cost_gaps(comp)]],
         "methods": {
             "energy_kwh_facility": f"allocation method: GPU kWh x server_overhead {cfg.energy.server_overhead:g} x PUE {cfg.energy.pue:g}",
             "activity": (f"threshold: util >= {cfg.activity.threshold_pct:g}%" if cfg.activity.mode == "threshold"

@@ -768,22 +768,31 @@ def card_allocations(comp: Computation, gpu_id: str) -> pl.DataFrame:
 
 
 def energy_daily(comp: Computation, filters: Filters | None = None) -> pl.DataFrame:
-    """Per day: GPU and facility kWh, energy cost (power category), CO2e where tariffs carry it, tokens."""
+    """Per day: GPU and facility kWh, energy cost (power category), CO2e where tariffs carry it, tokens.
+
+    Unknown is not zero: a day no sample measured has unknown energy and CO2e, and an unknown
+    energy cost too where that cost would be measured energy x price (no power cost row)."""
     fc = apply_filters(comp, filters)
     s = fc.seg.group_by("day").agg(
         pl.col("kwh_gpu").sum().alias("energy_kwh_gpu"),
         pl.col("kwh_fac").sum().alias("energy_kwh_facility"),
         (pl.col("carbon_g").sum() / 1000).alias("co2e_kg"),
         pl.col("carbon_known").any().alias("_has_carbon"),
+        (pl.col("energy_s").sum() > 0).alias("_metered"),
     )
     c = fc.money.filter(pl.col("category") == "power").group_by("day").agg(pl.col("amount").sum().alias("energy_cost"))
     r = fc.requests.group_by("day").agg(pl.col("output_tokens").sum())
     t = s.join(c, on="day", how="full", coalesce=True).join(r, on="day", how="full", coalesce=True).drop_nulls("day")
+    metered = pl.col("_metered").fill_null(False)
+    cost_known = metered | (pl.col("energy_cost") != 0) | pl.lit(not report.energy_priced_by_measurement(fc))
     return t.with_columns(
         pl.col("energy_kwh_gpu", "energy_kwh_facility", "energy_cost").fill_null(0.0),
         pl.col("output_tokens").fill_null(0),
-        pl.when(pl.col("_has_carbon")).then(pl.col("co2e_kg")).alias("co2e_kg"),
-    ).drop("_has_carbon").sort("day")
+    ).with_columns(
+        *(pl.when(metered).then(pl.col(k)).alias(k) for k in ("energy_kwh_gpu", "energy_kwh_facility")),
+        pl.when(cost_known).then(pl.col("energy_cost")).alias("energy_cost"),
+        pl.when(metered & pl.col("_has_carbon").fill_null(False)).then(pl.col("co2e_kg")).alias("co2e_kg"),
+    ).drop("_has_carbon", "_metered").sort("day")
 
 
 def power_profile(

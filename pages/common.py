@@ -64,7 +64,35 @@ def source_path() -> str:
 
 
 def source_is_store(path: str) -> bool:
+    p = Path(path)
+    return p.is_file() and _is_store_at(str(p), _file_stamp(p))
+
+
+def _file_stamp(p: Path) -> tuple:
+    """Size and mtime of a store file and of its write-ahead log: a committed ingest changes
+    one of them, so the caches below open the store (~0.1 s of CPU each time) only then."""
+    out: list = []
+    for f in (p, p.with_name(p.name + ".wal")):
+        try:
+            s = f.stat()
+            out += [s.st_size, s.st_mtime_ns]
+        except OSError:
+            out += [None, None]
+    return tuple(out)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _is_store_at(path: str, stamp: tuple) -> bool:
     return views.source_is_store(path)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _store_version_at(path: str, stamp: tuple, _wait_s: float | None = None) -> str:
+    """store.data_version of the store as it is at `stamp` (StoreBusy, not cached, while an
+    ingest holds it)."""
+    from cost_engine import store
+
+    return store.data_version(path, wait_s=_wait_s)
 
 
 def data_version(path: str) -> str:
@@ -72,7 +100,7 @@ def data_version(path: str) -> str:
     from cost_engine import store
 
     p = Path(path)
-    if p.is_file() and store.is_store(p):
+    if source_is_store(path):
         # While an ingest holds the store, keep serving the last version seen (its computation
         # is cached): readers never see half a batch, and the page does not hang on the lock.
         last_key = f"_ailedger_last_version:{p.resolve()}"
@@ -93,8 +121,8 @@ def plain_data_version(path: str, wait_s: float | None = None) -> str:
 
     p = Path(path)
     parts: list[str] = []
-    if p.is_file() and store.is_store(p):
-        parts.append("store:" + store.data_version(p, wait_s=wait_s))
+    if source_is_store(path):
+        parts.append("store:" + _store_version_at(str(p), _file_stamp(p), _wait_s=wait_s))
     elif p.is_dir():
         for f in sorted(p.iterdir()):
             # Dotfiles (saved views, editor litter) are not data: the bundle reader skips them too.
@@ -287,8 +315,11 @@ def report(config: Config | None = None) -> dict:
 
 def warm_up(path: str | None = None) -> None:
     """Compute the default view of the source before the first visitor asks (server start):
-    the first page then only lays out. Only resource caches are filled (they need no running
-    session); errors are left for the page to show."""
+    the first page then only lays out. Then, in the order people open them, what the other
+    pages compute on their default view: the source's own period (Budgets, Compare) and
+    Compare's two default periods, and the modules pages import on first use. Only resource
+    caches are filled (they need no running session); errors are left for the page to show."""
+    from cost_engine import compare
     from cost_engine.ledger import resolve_period
 
     path = path or os.environ.get("AILEDGER_SOURCE", DEFAULT_SOURCE)
@@ -299,7 +330,18 @@ def warm_up(path: str | None = None) -> None:
         p = resolve_period(base, bundle["allocations"])
         span = period_choice.DataSpan(p.start, p.end, p.timezone)
         cfg = _period(base, span, period_choice.resolve(period_choice.DEFAULT_PRESET, span))
-        _computation(path, version + "|*", cfg.model_dump_json())
+        scoped = version + "|*"
+        _computation(path, scoped, cfg.model_dump_json())
+        # A first visit of Data or Scenario imports these (Streamlit's emoji table alone is
+        # ~0.3 s); importing them here keeps that off the visit.
+        import streamlit.emojis  # noqa: F401
+
+        from cost_engine import importers, scenario  # noqa: F401
+
+        importers.load_entry_points()
+        full = _computation(path, scoped, base.model_dump_json())
+        for days in compare.default_days(full):
+            _computation(path, scoped, compare.period_config(cfg, compare.day_span(full, days)).model_dump_json())
     except Exception:  # noqa: BLE001 - the page reports it to the user
         log.debug("warm-up of %s failed", path, exc_info=True)
 
@@ -585,25 +627,31 @@ def chart(fig: go.Figure, key: str, *, name: str | None = None, height: int | No
     st.plotly_chart(fig, key=f"chart_{key}", config={"displaylogo": False})
     base = name or key
     ctx = ctx or (None if about is not None else _run_ctx())
+    # The titled copy for the exports is made on a click only: copying a figure costs more than
+    # drawing it (a deep copy through plotly's validators), and most views download nothing.
+    sub: str | exports_meta.ExportContext | None
     if about is not None:
-        out = exports_meta.titled(fig, None, " · ".join(f"{k} {v}" for k, v in about))
+        sub = " · ".join(f"{k} {v}" for k, v in about)
         stem = exporters.safe_name("_".join([base, *(v for _, v in about[:1])]))
     elif ctx is not None:
-        ectx = ctx.export_context()
-        out = exports_meta.titled(fig, None, ectx)
-        stem = exports_meta.file_stem(base, ectx)
+        sub = ctx.export_context()
+        stem = exports_meta.file_stem(base, sub)
     else:
-        out, stem = fig, exporters.safe_name(base)
-    title = out.layout.title.text or base
+        sub, stem = None, exporters.safe_name(base)
+
+    def out() -> go.Figure:
+        return fig if sub is None else exports_meta.titled(fig, None, sub)
+
+    title = fig.layout.title.text or base
     ok = exporters.available()
     why = None if ok else "PNG/SVG need Chromium (kaleido); the HTML download works without it."
     with st.container(horizontal=True, key=f"dl_{key}", gap="small"):
-        st.download_button("PNG", data=lambda f=out: exporters.to_png(f), file_name=f"{stem}.png", mime="image/png",
+        st.download_button("PNG", data=lambda: exporters.to_png(out()), file_name=f"{stem}.png", mime="image/png",
                            key=f"png_{key}", on_click="ignore", disabled=not ok, help=why, icon=":material/image:")
-        st.download_button("SVG", data=lambda f=out: exporters.to_svg(f), file_name=f"{stem}.svg",
+        st.download_button("SVG", data=lambda: exporters.to_svg(out()), file_name=f"{stem}.svg",
                            mime="image/svg+xml", key=f"svg_{key}", on_click="ignore", disabled=not ok, help=why,
                            icon=":material/draw:")
-        st.download_button("HTML", data=lambda f=out: exporters.to_html(f, title=title),
+        st.download_button("HTML", data=lambda: exporters.to_html(out(), title=title),
                            file_name=f"{stem}.html", mime="text/html", key=f"html_{key}", on_click="ignore",
                            icon=":material/code:")
 

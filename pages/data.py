@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 import polars as pl
 import streamlit as st
 
-from cost_engine import charts, period_views, uploads, views
+from cost_engine import charts, uploads, views
 from cost_engine.access import AccessError
 from pages import common
 
@@ -108,8 +108,7 @@ with import_tab:
 # ---- validation ---------------------------------------------------------------------------
 st.subheader("Validation report")
 bundle = ctx.comp.bundle
-summary = views.validation_summary(bundle, views.telemetry_rows(ctx.comp)).join(
-    period_views.outside_period(ctx.comp), on="table", how="left")
+summary = ctx.view("validation_report")  # cached: a store's telemetry count opens the store
 p = ctx.comp.period
 grid = st.grid(2, min_column_width=420, key="validation_grid")
 with grid.cell():
