@@ -18,7 +18,8 @@ survivor. --every N keeps every N-th mutant of a module (by a stable hash of its
 the machine cannot run all of them; the report says which runs were sampled.
 
 Results are summarised into mutation/results/<label>.json (committed), from which `report`
-writes the tables and the surviving mutants into docs/testing.md; mutation/equivalent.toml
+writes the tables and the surviving mutants into docs/testing.md (the rounds `before`, `before2`,
+... and `after`, `after2`, ... together, each module from the latest round that measured it); mutation/equivalent.toml
 gives the reason of every survivor judged equivalent (it cannot change any output).
 """
 
@@ -273,7 +274,7 @@ def score(c: dict, equivalent: int = 0) -> str:
 def report() -> None:
     labels = {p.stem: json.loads(p.read_text()) for p in sorted(RESULTS.glob("*.json"))}
     equivalent = tomllib.loads(EQUIVALENT.read_text()) if EQUIVALENT.exists() else {}
-    before, after = labels.get("before", {}), labels.get("after", {})
+    before, after = _rounds(labels, "before"), _rounds(labels, "after")
     lines = [BEGIN, "", "| module | before: killed / run | after: killed / run | after, equivalents set apart | "
              "equivalent | timeouts | not run | measured (after) |", "|---|---|---|---|---|---|---|---|"]
     for m in MODULES:
@@ -320,6 +321,15 @@ def report() -> None:
     _, _, tail = rest.partition(END)
     DOC.write_text(head + "\n".join(lines) + tail, encoding="utf-8")
     print(f"wrote {DOC.relative_to(ROOT)}")
+
+
+def _rounds(labels: dict, prefix: str) -> dict:
+    """Per module, the results of the runs labelled `prefix`, `prefix`2, `prefix`3, ...: rounds of
+    work that measured different modules share one table (a later round's module wins)."""
+    merged: dict = {}
+    for name in sorted((n for n in labels if re.fullmatch(rf"{prefix}\d*", n)), key=lambda n: (len(n), n)):
+        merged.update(labels[name])
+    return merged
 
 
 def _reason(equivalent: dict, module: str, s: dict) -> str | None:

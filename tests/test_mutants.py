@@ -228,15 +228,18 @@ def test_kills_a_zero_counter_delta_taken_for_a_missing_counter():
     Mutant (a zero delta treated like a missing one, power x time): 00-01 400 W x 1 h = 0.4 kWh
     -> 0.6 kWh.
     """
-    b = make_bundle(
+    rep = report(still_counter(), activity={"max_sample_gap_s": 3600})
+    assert by(rep, "by_project", "project", "energy_kwh_gpu") == pytest.approx({"A1": 0.2})
+
+
+def still_counter():
+    return make_bundle(
         inventory=[{"gpu_id": "g0", "pool": "p"}],
         allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 3), "owner": "A1"}],
         telemetry=[{"ts": ts(1, h), "gpu_id": "g0", "util_pct": 50.0, "power_w": 400.0, "energy_j": e}
                    for h, e in enumerate((5000.0, 5000.0, 365000.0, 725000.0))],
         owners=[{"tenant": "A", "project": "A1"}],
     )
-    rep = report(b, activity={"max_sample_gap_s": 3600})
-    assert by(rep, "by_project", "project", "energy_kwh_gpu") == pytest.approx({"A1": 0.2})
 
 
 # ---------------------------------------------------------------- survivors of `make mutate`: tariffs.py
@@ -546,3 +549,457 @@ def test_kills_utilization_hours_scaled_by_100_instead_of_divided():
     rep = report(b, activity={"max_sample_gap_s": 900})
     assert rep["totals"]["avg_util_pct"] == pytest.approx(60.0)
     assert by(rep, "by_project", "project", "avg_util_pct") == pytest.approx({"A1": 60.0})
+
+
+# ------------------------------------------- survivors of `make mutate`: tokens, report, ledger
+
+
+def served(requests, allocation_end="2026-10-02T00:00:00Z", telemetry=(), share=1.0, also=(), **tables):
+    """Model m served by svc (tenant S) on g0 from 10-01 00:00 to `allocation_end` at a rate of
+    $1 per card-hour: $24 of model cost for the whole day. Callers A1 (tenant A) and B1 (B).
+    `also`: more allocations, on g1 (in pool p too)."""
+    return make_bundle(
+        inventory=[{"gpu_id": g, "pool": "p"} for g in ("g0", "g1")[:1 + bool(also)]],
+        owners=[{"tenant": "A", "project": "A1"}, {"tenant": "B", "project": "B1"}, {"tenant": "S", "project": "svc"}],
+        allocations=[{"allocation_id": "s", "gpu_id": "g0", "start": ts(1, 0), "end": allocation_end, "owner": "svc",
+                      "workload": "inference", "model": "m", "share": share}, *also],
+        rates=[{"pool": "p", "price_per_gpu_hour": 1.0}],
+        requests=list(requests),
+        telemetry=list(telemetry),
+        **tables,
+    )
+
+
+def test_kills_the_phase_times_of_a_bucket_across_the_period_start_added_instead_of_subtracted():
+    """Model m costs $24 (served). A usage bucket of A1 from 09-30 23:00 to 10-01 01:00 (2 h):
+    2 requests, 200 input and 200 output tokens, prefill 2,000 ms, decode 0 ms. Half of it lies
+    in the period (lo = 0.5, hi = 1): floor(200 x 1) - floor(200 x 0.5) = 100 input and 100
+    output tokens, 2 - 1 = 1 request, prefill 2,000 x (1 - 0.5) = 1,000 ms. A request at 02:00:
+    100 input, 100 output, prefill 0, decode 3,000 ms.
+
+    Phase time: prefill 1,000, decode 3,000 -> input share 0.25: input $6 over 200 input tokens
+    = $30,000 per M, output $18 over 200 = $90,000 per M.
+
+    Mutants: the bucket's phase time scaled by hi + lo = 1.5 (prefill 3,000 ms, share 0.5:
+    input $60,000 per M); its counts floor(200) + floor(100) = 300 instead of 100.
+    """
+    b = served([{"request_id": "b1", "ts": ts(30, 23), "end": ts(1, 1), "owner": "A1", "model": "m",
+                 "requests": 2, "input_tokens": 200, "output_tokens": 200, "prefill_ms": 2000.0, "decode_ms": 0.0},
+                {"request_id": "r2", "ts": ts(1, 2), "owner": "A1", "model": "m", "input_tokens": 100,
+                 "output_tokens": 100, "prefill_ms": 0.0, "decode_ms": 3000.0}])
+    m = {r["model"]: r for r in report(b)["by_model"]}["m"]
+    assert (m["input_tokens"], m["output_tokens"], m["requests"]) == (200, 200, 2)
+    assert m["cost_per_million_input_tokens"] == pytest.approx(30_000.0)
+    assert m["cost_per_million_output_tokens"] == pytest.approx(90_000.0)
+
+
+def test_kills_a_bucket_across_the_period_end_counted_whole():
+    """A usage bucket of A1 from 10-01 23:00 to 10-02 01:00 (2 h): 4 requests, 200 output tokens.
+    The period keeps its first hour (lo = 0, hi = 0.5): floor(200 x 0.5) = 100 tokens and
+    floor(4 x 0.5) = 2 requests; the rest belongs to the next period.
+
+    Mutant (`whole` = starts in the period OR ends in it): the bucket counts whole, 200 and 4.
+    """
+    b = served([{"request_id": "b1", "ts": ts(1, 23), "end": ts(2, 1), "owner": "A1", "model": "m",
+                 "requests": 4, "input_tokens": 0, "output_tokens": 200}])
+    m = {r["model"]: r for r in report(b)["by_model"]}["m"]
+    assert (m["output_tokens"], m["requests"]) == (100, 2)
+    assert report(b)["totals"]["output_tokens"] == 100
+
+
+def test_kills_tokens_per_joule_made_infinite_for_a_model_without_energy():
+    """Model m served all day without telemetry; A1 sent 100 output tokens. Its energy is unknown:
+    output tokens per facility joule is null in the engine's model table (comp.models), which the
+    dashboard reads as well as the report.
+
+    Mutant (`joules >= 0` instead of `> 0`): 100 / (0 J x 1.3 x 1.2) = inf.
+    """
+    b = served([{"request_id": "r1", "ts": ts(1, 1), "owner": "A1", "model": "m", "input_tokens": 0,
+                 "output_tokens": 100}])
+    row = compute(b, make_config()).models.row(0, named=True)
+    assert row["output_tokens"] == 100
+    assert row["output_tokens_per_joule"] is None
+    assert row["output_tokens_per_joule_facility"] is None
+
+
+def test_kills_tokens_per_joule_unknown_below_one_joule():
+    """Model m on g0 (held all day); an energy counter reads 0 J at 00:00 and 0.5 J at 00:01 (max
+    gap 60 s; no power readings): 0.5 J for the model. A1 sent 100 output tokens.
+    Per GPU joule 100 / 0.5 = 200; per facility joule (server overhead 1.0, PUE 1.25)
+    100 / (0.5 x 1.0 x 1.25) = 160.
+
+    Mutant (`joules > 1`): below one joule the facility figure is null.
+    """
+    b = served([{"request_id": "r1", "ts": ts(1, 1), "owner": "A1", "model": "m", "input_tokens": 0,
+                 "output_tokens": 100}],
+               telemetry=[{"ts": ts(1, 0), "gpu_id": "g0", "util_pct": 50.0, "energy_j": 0.0},
+                          {"ts": "2026-10-01T00:01:00Z", "gpu_id": "g0", "util_pct": 50.0, "energy_j": 0.5}])
+    rep = report(b, activity={"max_sample_gap_s": 60}, energy={"server_overhead": 1.0, "pue": 1.25})
+    m = {r["model"]: r for r in rep["by_model"]}["m"]
+    assert m["output_tokens_per_joule"] == pytest.approx(200.0)
+    assert m["output_tokens_per_joule_facility"] == pytest.approx(160.0)
+
+
+def test_kills_average_power_unknown_for_a_model_held_under_a_second():
+    """Model m held on g0 for half a second (00:00:00 to 00:00:00.5); one sample at 00:00 at
+    300 W (max gap 60 s). The held half second draws 300 W x 0.5 s = 150 J: average power
+    150 J / 0.5 s = 300 W per GPU.
+
+    Mutant (`_held_s > 1`): held under a second, the average power is null.
+    """
+    b = served([], allocation_end="2026-10-01T00:00:00.500Z",
+               telemetry=[{"ts": ts(1, 0), "gpu_id": "g0", "util_pct": 50.0, "power_w": 300.0}])
+    rep = report(b, activity={"max_sample_gap_s": 60})
+    m = {r["model"]: r for r in rep["by_model"]}["m"]
+    assert m["allocated_gpu_hours"] == pytest.approx(0.5 / 3600)
+    assert m["avg_power_w_per_gpu"] == pytest.approx(300.0)
+
+
+def test_kills_models_of_equal_cost_listed_in_reverse_name_order():
+    """Requests for models "beta" and "alpha", which no allocation serves: both cost $0. The
+    by_model table is sorted by cost, highest first, then by name: alpha before beta.
+
+    Mutant (names sorted descending too): beta before alpha.
+    """
+    b = make_bundle(
+        inventory=[{"gpu_id": "g0", "pool": "p"}],
+        owners=[{"tenant": "A", "project": "A1"}],
+        requests=[{"request_id": f"r-{m}", "ts": ts(1, 1), "owner": "A1", "model": m, "input_tokens": 10,
+                   "output_tokens": 10} for m in ("beta", "alpha")],
+    )
+    rep = report(b)
+    assert [(r["model"], r["cost"]) for r in rep["by_model"]] == [("alpha", 0.0), ("beta", 0.0)]
+
+
+def test_kills_served_tokens_counting_cached_input_against_the_rest():
+    """Model m costs $24; A1 sends 100 uncached and 300 cached input tokens: 400 tokens, all
+    served, so the fleet's cost per million tokens is 24 / 400 x 1e6 = $60,000, and A1 (who pays
+    the $24 by recharge) has the same $60,000 per M on its row.
+
+    Mutants: a model counted as serving tokens when input - cached + output > 0 (100 - 300 < 0:
+    not served, the fleet figure unknown); the owner's per-million factor 1,000,001 instead of
+    1e6 ($60,000.06: compared at 1e-12).
+    """
+    b = served([{"request_id": "r1", "ts": ts(1, 1), "owner": "A1", "model": "m", "input_tokens": 100,
+                 "cached_input_tokens": 300, "output_tokens": 0}])
+    rep = report(b)
+    assert rep["totals"]["cost_per_million_tokens"] == pytest.approx(60_000.0)
+    a1 = {r["project"]: r for r in rep["by_project"]}["A1"]
+    assert a1["cost"] == pytest.approx(24.0)
+    assert a1["cost_per_million_tokens"] == pytest.approx(60_000.0, rel=1e-12)
+
+
+def unmapped_callers():
+    """Model m ($24, served) called only by two keys that map to no project, ghost-b and ghost-a,
+    each with 100 input tokens: $12 each, unattributed."""
+    return served([{"request_id": f"r-{k}", "ts": ts(1, 1), "owner": k, "model": "m", "input_tokens": 100,
+                    "output_tokens": 0} for k in ("ghost-b", "ghost-a")])
+
+
+def test_kills_unattributed_lines_without_a_key_listed_as_a_caller():
+    """unmapped_callers: the unattributed list names the two keys with $12 each and one record
+    each; the model's rows moved to them (one unattributed line per model row, no key) are not a
+    caller of their own. Reconciliation: $24 unattributed of $24.
+
+    Mutant (unattributed money rows OR rows with a key): the keyless line shows up as a caller
+    (key null, $24) beside the two keys.
+    """
+    rep = report(unmapped_callers())
+    got = {(r["source"], r["key"]): (r["cost"], r["records"]) for r in rep["unattributed"]}
+    assert got == {("gateway", "ghost-a"): (pytest.approx(12.0), 1), ("gateway", "ghost-b"): (pytest.approx(12.0), 1)}
+    assert rep["reconciliation"]["unattributed"] == pytest.approx(24.0)
+
+
+def test_kills_unattributed_keys_of_equal_cost_listed_in_reverse_order():
+    """unmapped_callers: ghost-a and ghost-b both cost $12: sorted by cost, then key ascending.
+
+    Mutant (keys sorted descending too): ghost-b first.
+    """
+    assert [r["key"] for r in report(unmapped_callers())["unattributed"]] == ["ghost-a", "ghost-b"]
+
+
+def test_kills_an_unattributed_key_without_cost_charged_one_dollar():
+    """Two keys no project or alias maps: "nobody" owns a direct cost of $30 (no allocation or
+    request carries it: 0 records); "ghost" holds g0 00:00-06:00 and there is no other cost, so
+    its one record carries $0. Sorted by cost: nobody $30 (0 records), ghost $0 (1 record).
+
+    Mutants: a key without money filled with $1 instead of $0 (ghost $1); a key without records
+    filled with 1 record (nobody 1).
+    """
+    b = make_bundle(
+        inventory=[{"gpu_id": "g0", "pool": "p"}],
+        owners=[{"tenant": "A", "project": "A1"}],
+        allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 6), "owner": "ghost"}],
+        costs=[{"cost_id": "d", "category": "other", "amount": 30.0, "owner": "nobody", "start": ts(1, 0),
+                "end": ts(2, 0)}],
+    )
+    rep = report(b, boundary=NO_POWER)
+    assert [(r["key"], r["cost"], r["records"]) for r in rep["unattributed"]] == [
+        ("nobody", pytest.approx(30.0), 0), ("ghost", 0.0, 1)]
+    reconciled(rep, 30.0)
+
+
+def test_kills_cost_per_allocated_hour_made_infinite_for_an_owner_without_hours():
+    """A1 holds g0 00:00-06:00; a direct cost of $30 for B1, who holds nothing. The owner table
+    (report.owner_table, which the dashboard reads too) gives B $30 and 0 allocated GPU-hours:
+    its cost per allocated GPU-hour is unknown (null), not $30 / 0.
+
+    Mutant (`allocated_gpu_hours >= 0`): inf.
+    """
+    from cost_engine.report import owner_table
+
+    b = make_bundle(
+        inventory=[{"gpu_id": "g0", "pool": "p"}],
+        owners=[{"tenant": "A", "project": "A1"}, {"tenant": "B", "project": "B1"}],
+        allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 6), "owner": "A1"}],
+        costs=[{"cost_id": "d", "category": "other", "amount": 30.0, "owner": "B1", "start": ts(1, 0),
+                "end": ts(2, 0)}],
+    )
+    t = {r["tenant"]: r for r in owner_table(compute(b, make_config(boundary=NO_POWER)), ["tenant"]).to_dicts()}
+    assert (t["B"]["cost"], t["B"]["allocated_gpu_hours"]) == (pytest.approx(30.0), 0.0)
+    assert t["B"]["cost_per_allocated_gpu_hour"] is None
+    assert t["A"]["cost_per_allocated_gpu_hour"] == pytest.approx(0.0)
+
+
+def test_kills_an_empty_inferred_period_accepted():
+    """The config gives only a start, 10-02 00:00; the allocations end at 10-02 00:00, so the
+    inferred end (the whole UTC day holding the last end) is 10-02 00:00 too: the period would be
+    empty, and the engine says so.
+
+    Mutant (`end < start`): an empty period passes the check.
+    """
+    from cost_engine.ledger import resolve_period
+
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}],
+                    allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(2, 0), "owner": "A1"}])
+    cfg = make_config(period={"start": datetime(2026, 10, 2, tzinfo=timezone.utc), "end": None})
+    with pytest.raises(ValueError, match="inferred period is empty"):
+        resolve_period(cfg, b["allocations"])
+
+
+# ------------------------------------------- survivors of `make mutate`: activity, telemetry
+
+
+def test_kills_a_counter_that_did_not_move_reported_as_a_reset():
+    """The counter of test_kills_a_zero_counter_delta_taken_for_a_missing_counter reads 5,000 J
+    at 00:00 and at 01:00: a delta of 0 J, which is no reset (a reset is a counter going down).
+    No "energy counter reset" gap.
+
+    Mutant (`delta < 1` flags the reset): a 0 J delta is reported as a reset of g0 at 01:00.
+    """
+    rep = report(still_counter(), activity={"max_sample_gap_s": 3600})
+    assert [g for g in rep["gaps"] if g["what"] == "energy counter reset"] == []
+
+
+def card_energy(samples, gap_s):
+    """comp.card_energy of one day with A1 holding g0 and g1 00:00-01:00: (card, quarter start
+    as HH:MM, joules) rows."""
+    b = make_bundle(
+        inventory=[{"gpu_id": g, "pool": "p"} for g in ("g0", "g1")],
+        allocations=[{"allocation_id": f"a-{g}", "gpu_id": g, "start": ts(1, 0), "end": ts(1, 1), "owner": "A1"}
+                     for g in ("g0", "g1")],
+        telemetry=samples,
+        owners=[{"tenant": "A", "project": "A1"}],
+    )
+    e = compute(b, make_config(activity={"max_sample_gap_s": gap_s})).card_energy
+    return sorted((str(r["gpu_id"]), f"{r['bucket']:%Y-%m-%d %H:%M}", r["joules"]) for r in e.to_dicts())
+
+
+def test_kills_the_energy_of_a_lone_sample_lost_from_the_card_energy():
+    """One sample in the period: g0 at 00:00, 400 W, max gap 900 s: 400 x 900 = 360,000 J drawn
+    in the quarter hour from 00:00 (the energy chart's input, comp.card_energy).
+
+    Mutant (`s.height == 1` taken for no samples): the card energy is empty.
+    """
+    got = card_energy([{"ts": ts(1, 0), "gpu_id": "g0", "util_pct": 50.0, "power_w": 400.0}], 900)
+    assert got == [("g0", "2026-10-01 00:00", pytest.approx(360_000.0))]
+
+
+def test_kills_card_energy_put_in_the_wrong_quarter_hour():
+    """Max gap 600 s. g0 at 00:00, 00:10 and 00:20 at 360 W: 360 x 600 = 216,000 J each (the last
+    runs to its cap, 00:30); g1 at 00:05 at 400 W: 240,000 J. By the quarter hour each sample
+    starts in: g0 00:00 432,000 J, g0 00:15 216,000 J, g1 00:00 240,000 J.
+
+    Mutant (quarter + first quarter in the key instead of quarter - first quarter): every bucket
+    lands decades after the period.
+    """
+    samples = [{"ts": f"2026-10-01T00:{m:02d}:00Z", "gpu_id": "g0", "util_pct": 50.0, "power_w": 360.0}
+               for m in (0, 10, 20)] + [{"ts": "2026-10-01T00:05:00Z", "gpu_id": "g1", "util_pct": 50.0,
+                                         "power_w": 400.0}]
+    assert card_energy(samples, 600) == [("g0", "2026-10-01 00:00", pytest.approx(432_000.0)),
+                                         ("g0", "2026-10-01 00:15", pytest.approx(216_000.0)),
+                                         ("g1", "2026-10-01 00:00", pytest.approx(240_000.0))]
+
+
+def test_kills_a_busy_sample_counted_in_the_utilization_paid_for_idle_time():
+    """A1 holds g0 00:00-02:00; hourly samples (max gap 1 h): 80 % at 00:00 (active at the 5 %
+    threshold), 2 % at 01:00 (inactive). $82 "other" by utilization over the day: all of it on
+    A1's held time (util-hours 0.80 + 0.02 = 0.82 -> $100 per util-hour).
+    The inactive hour had 0.02 util-hours, so held idle (underutilized, 1 GPU-hour) costs
+    82 x 0.02 / 0.82 = $2; the busy hour paid for work.
+
+    Mutant (idle utilization = util x (1 + busy)): the busy hour's 0.80 counted twice as idle:
+    82 x (1.60 + 0.02) / 0.82 = $162.
+    """
+    b = make_bundle(
+        inventory=[{"gpu_id": "g0", "pool": "p"}],
+        allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 2), "owner": "A1"}],
+        telemetry=[{"ts": ts(1, 0), "gpu_id": "g0", "util_pct": 80.0}, {"ts": ts(1, 1), "gpu_id": "g0", "util_pct": 2.0}],
+        owners=[{"tenant": "A", "project": "A1"}],
+        costs=[{"cost_id": "u", "category": "other", "amount": 82.0, "driver": "utilization", "start": ts(1, 0),
+                "end": ts(2, 0)}],
+    )
+    rep = report(b, activity={"max_sample_gap_s": 3600}, boundary=NO_POWER)
+    held = {r["cause"]: (r["gpu_hours"], r["cost"]) for r in rep["idle"] if r["kind"] == "allocated"}
+    assert held == {"underutilized": (pytest.approx(1.0), pytest.approx(2.0))}
+    assert by(rep, "by_project", "project") == pytest.approx({"A1": 82.0})
+    reconciled(rep, 82.0)
+
+
+def test_kills_a_narrowed_store_source_that_widens_to_the_union():
+    """A store source limited to cards g0 and g1, narrowed to g1 and g2 (a tenant's view of
+    it): only g1 is in both.
+
+    Mutant (the union instead of the intersection): g0, g1 and g2.
+    """
+    from pathlib import Path
+
+    from cost_engine.telemetry import StoreTelemetry
+
+    src = StoreTelemetry(Path("unused.duckdb"), ("g0", "g1")).only(["g1", "g2"])
+    assert src.gpu_ids == ("g1",)
+    assert StoreTelemetry(Path("unused.duckdb")).only(["g2", "g1"]).gpu_ids == ("g1", "g2")
+
+
+def test_kills_a_held_card_read_without_its_samples():
+    """HeldTelemetry limits a card's samples to the spans it was held: g0 held 01:00-03:00 has
+    samples at 00:00, 01:00, 02:00, 03:00; reading it over the day gives 01:00 and 02:00 (03:00
+    is the span's end, outside it). g1 has samples but no span: nothing.
+
+    Mutant (the inner source read only for a card without spans): g0 gives nothing.
+    """
+    import polars as pl
+
+    from cost_engine.contract import make_frame
+    from cost_engine.telemetry import FrameTelemetry, HeldTelemetry
+
+    tele = make_frame("telemetry", [{"ts": ts(1, h), "gpu_id": g, "util_pct": 50.0} for g in ("g0", "g1")
+                                    for h in range(4)])
+    spans = pl.DataFrame({"gpu_id": ["g0"], "t0": [ts(1, 1)], "t1": [ts(1, 3)]}).with_columns(
+        pl.col("t0", "t1").str.to_datetime(time_zone="UTC", time_unit="us"))
+    held = HeldTelemetry(FrameTelemetry(tele), spans)
+    day = (datetime(2026, 10, 1, tzinfo=timezone.utc), datetime(2026, 10, 2, tzinfo=timezone.utc))
+    assert [f"{t:%H:%M}" for t in held.card("g0", *day)["ts"]] == ["01:00", "02:00"]
+    assert held.card("g1", *day).height == 0
+
+
+def test_kills_a_sample_without_energy_counted_as_one_joule_of_oversized_energy():
+    """Job j1 holds g0 and g1 00:00-02:00; hourly samples (max gap 1 h), threshold 5 %.
+    g1: 100 % at 00:00 (busy), 0 % at 01:00, 200 W. g0: 0 % at 00:00 with no power or energy
+    reading, 0 % at 01:00 at 100 W.
+    g0 00-01 is idle while g1 worked: oversized_request, 1 h, with no energy reading: 0 kWh of
+    the 0.1 kWh g0 drew while idle. g0 01-02 (100 W: 0.1 kWh) and g1 01-02 (200 W: 0.2 kWh) are
+    idle with no sibling busy: underutilized 2 h, 0.3 kWh.
+
+    Mutant (a missing reading filled with 1 J instead of 0 in the oversized joules): 1 J =
+    1 / 3,600,000 kWh moves from underutilized to oversized.
+    """
+    b = make_bundle(
+        inventory=[{"gpu_id": "g0", "pool": "p", "node": "n0"}, {"gpu_id": "g1", "pool": "p", "node": "n1"}],
+        allocations=[{"allocation_id": f"a-{g}", "gpu_id": g, "start": ts(1, 0), "end": ts(1, 2), "owner": "A1",
+                      "job_id": "j1"} for g in ("g0", "g1")],
+        telemetry=[{"ts": ts(1, 0), "gpu_id": "g1", "util_pct": 100.0, "power_w": 200.0},
+                   {"ts": ts(1, 1), "gpu_id": "g1", "util_pct": 0.0, "power_w": 200.0},
+                   {"ts": ts(1, 0), "gpu_id": "g0", "util_pct": 0.0},
+                   {"ts": ts(1, 1), "gpu_id": "g0", "util_pct": 0.0, "power_w": 100.0}],
+        owners=[{"tenant": "A", "project": "A1"}],
+    )
+    rep = report(b, activity={"max_sample_gap_s": 3600}, boundary=NO_POWER)
+    held = {r["cause"]: (r["gpu_hours"], r["energy_kwh_gpu"]) for r in rep["idle"] if r["kind"] == "allocated"}
+    assert held == {"oversized_request": (pytest.approx(1.0), 0.0), "underutilized": pytest.approx((2.0, 0.3))}
+
+
+def test_kills_the_outside_count_taken_against_the_wrong_cards():
+    """interval_activity counts the samples of cards outside `known` (default: the intervals'
+    cards). Inventory g0 (A1 holds it 00:00-02:00); telemetry of g0 and of g9, which is in no
+    inventory, two samples each. Against the intervals' cards (g0): 2 samples outside. Against
+    known = {g0, g9} (a caller that knows g9): 0. The engine says "2 samples of cards outside the
+    inventory ignored".
+
+    Mutant (`known is not None` for `is None`): `known` is ignored when given (2, not 0) and
+    read when absent (no list at all).
+    """
+    import polars as pl
+
+    from cost_engine.activity import interval_activity
+
+    b = make_bundle(
+        inventory=[{"gpu_id": "g0", "pool": "p"}],
+        allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 2), "owner": "A1"}],
+        telemetry=[{"ts": ts(1, h), "gpu_id": g, "util_pct": 50.0, "power_w": 300.0} for h in (0, 1)
+                   for g in ("g0", "g9")],
+    )
+    cfg = make_config(activity={"max_sample_gap_s": 3600})
+    comp = compute(b, cfg)
+    assert ("telemetry", "2 samples of cards outside the inventory ignored") in comp.gaps
+    args = (comp.telemetry, comp.ledger.intervals, cfg.activity, comp.period.start, comp.period.end)
+    assert interval_activity(*args).outside == 2
+    assert interval_activity(*args, known=pl.Series(["g0", "g9"])).outside == 0
+
+
+def test_kills_the_fleet_average_power_over_a_second_too_many_per_hour():
+    """g0 held all day, hourly samples at 400 W (max gap 1 h): 400 x 86,400 s = 34,560,000 J over
+    the 24 h period: average power 34,560,000 / (24 x 3,600) = 400 W.
+
+    Mutant (an hour of 3,601 s): 34,560,000 / 86,424 = 399.89 W.
+    """
+    b = make_bundle(
+        inventory=[{"gpu_id": "g0", "pool": "p"}],
+        allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(2, 0), "owner": "A1"}],
+        telemetry=[{"ts": ts(1, h), "gpu_id": "g0", "util_pct": 50.0, "power_w": 400.0} for h in range(24)],
+    )
+    assert report(b, activity={"max_sample_gap_s": 3600})["totals"]["avg_power_w"] == pytest.approx(400.0)
+
+
+def test_kills_a_batch_job_naming_a_model_counted_as_serving_it():
+    """served: svc's inference allocation of model m on g0 costs $24 (all day at $1/h). B1 also
+    runs a batch_inference job on g1 00:00-12:00 that names model m ($12 at $1/h): the by_model
+    table counts only inference allocations as serving a model: m costs $24 over 24 GPU-hours.
+
+    Mutant (serving = inference OR a model named): m costs $36 over 36 GPU-hours.
+    """
+    b = served([{"request_id": "r1", "ts": ts(1, 1), "owner": "A1", "model": "m", "input_tokens": 100,
+                 "output_tokens": 0}],
+               also=[{"allocation_id": "batch", "gpu_id": "g1", "start": ts(1, 0), "end": ts(1, 12), "owner": "B1",
+                      "workload": "batch_inference", "model": "m"}])
+    m = {r["model"]: r for r in report(b)["by_model"]}["m"]
+    assert (m["cost"], m["allocated_gpu_hours"]) == (pytest.approx(24.0), pytest.approx(24.0))
+
+
+def test_kills_average_power_of_a_model_held_at_share_zero_made_not_a_number():
+    """Model m's allocation on g0 00:00-02:00 has share 0 (the contract allows it): 0 GPU-hours
+    held, while g0's samples (300 W) cover the time. Average power per held GPU is 0 J / 0 s:
+    unknown, null in the engine's model table.
+
+    Mutant (`_held_s >= 0`): 0 / 0 = NaN in comp.models.
+    """
+    b = served([], allocation_end=ts(1, 2), share=0.0,
+               telemetry=[{"ts": ts(1, h), "gpu_id": "g0", "util_pct": 50.0, "power_w": 300.0} for h in (0, 1)])
+    row = compute(b, make_config(activity={"max_sample_gap_s": 3600})).models.row(0, named=True)
+    assert (row["model"], row["allocated_gpu_hours"]) == ("m", 0.0)
+    assert row["avg_power_w_per_gpu"] is None
+
+
+def test_kills_unallocated_hours_of_at_least_one_for_a_fully_held_fleet():
+    """g0 held by A1 all day: 24 GPU-hours available, 24 allocated, so 24 - 24 = 0 unallocated
+    GPU-hours (never below 0).
+
+    Mutant (the floor of unallocated hours 1.0 instead of 0.0): 1 unallocated GPU-hour.
+    """
+    b = make_bundle(
+        inventory=[{"gpu_id": "g0", "pool": "p"}],
+        allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(2, 0), "owner": "A1"}],
+    )
+    t = report(b)["totals"]
+    assert (t["available_gpu_hours"], t["allocated_gpu_hours"]) == (pytest.approx(24.0), pytest.approx(24.0))
+    assert t["unallocated_gpu_hours"] == 0.0

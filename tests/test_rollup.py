@@ -160,6 +160,46 @@ def test_spark_sql_has_numeric_literals_only():
     assert "CAST(300000000 AS BIGINT)" in sql and "CAST(5.0 AS DOUBLE)" in sql
 
 
+class _RecordingSpark:
+    """Just enough of a SparkSession for rollup_spark to hand over its SQL: the query is kept,
+    and its result is an empty Arrow table."""
+
+    def __init__(self):
+        self.queries = []
+        self.read = self
+
+    def parquet(self, path):
+        return self
+
+    def selectExpr(self, *columns):
+        return self
+
+    def createOrReplaceTempView(self, name):
+        self.view = name
+
+    def sql(self, query):
+        self.queries.append(query)
+        return self
+
+    def toArrow(self):
+        return pl.DataFrame().to_arrow()
+
+
+def test_kills_a_spark_rollup_whose_default_threshold_differs_from_duckdb():
+    """rollup_spark without a threshold runs the SQL of the same defaults as rollup_duckdb and
+    the engine: max gap 300 s, busy from 5 % (the literal CAST(5.0 AS DOUBLE)); for 60 s buckets
+    the width is CAST(60000000 AS BIGINT) microseconds. Checked without Spark: the session here
+    only records the query (the Spark run itself is the slow test below).
+
+    Mutant (rollup_spark's default threshold 6 %): CAST(6.0 AS DOUBLE).
+    """
+    spark = _RecordingSpark()
+    assert rollup.rollup_spark(spark, "unused.parquet", 60).height == 0
+    assert spark.view == "telemetry_us"
+    assert spark.queries == [rollup.spark_sql(60, max_gap_s=300.0, threshold_pct=5.0)]
+    assert "CAST(60000000 AS BIGINT)" in spark.queries[0] and "CAST(5.0 AS DOUBLE)" in spark.queries[0]
+
+
 # --------------------------------------------------------------------------- Spark
 
 
