@@ -742,7 +742,9 @@ def test_kills_an_unattributed_key_without_cost_charged_one_dollar():
 def test_kills_cost_per_allocated_hour_made_infinite_for_an_owner_without_hours():
     """A1 holds g0 00:00-06:00; a direct cost of $30 for B1, who holds nothing. The owner table
     (report.owner_table, which the dashboard reads too) gives B $30 and 0 allocated GPU-hours:
-    its cost per allocated GPU-hour is unknown (null), not $30 / 0.
+    its cost per allocated GPU-hour is unknown (null), not $30 / 0. A holds 6 GPU-hours of pool p,
+    which no cost row, rate or measured energy reaches: A's cost is unknown, not $0
+    (report.uncosted_pools), so its cost per allocated GPU-hour is unknown too.
 
     Mutant (`allocated_gpu_hours >= 0`): inf.
     """
@@ -758,7 +760,8 @@ def test_kills_cost_per_allocated_hour_made_infinite_for_an_owner_without_hours(
     t = {r["tenant"]: r for r in owner_table(compute(b, make_config(boundary=NO_POWER)), ["tenant"]).to_dicts()}
     assert (t["B"]["cost"], t["B"]["allocated_gpu_hours"]) == (pytest.approx(30.0), 0.0)
     assert t["B"]["cost_per_allocated_gpu_hour"] is None
-    assert t["A"]["cost_per_allocated_gpu_hour"] == pytest.approx(0.0)
+    assert (t["A"]["cost"], t["A"]["allocated_gpu_hours"]) == (None, pytest.approx(6.0))
+    assert t["A"]["cost_per_allocated_gpu_hour"] is None
 
 
 def test_kills_an_empty_inferred_period_accepted():
