@@ -19,8 +19,11 @@ if __name__ != "__main__":
 
     app = st.App(__file__, middleware=[Middleware(RequestGate)])
 
-    # Compute the default view while the server starts, so the first visitor only waits for
-    # the layout (pages.common.warm_up; the caches it fills are the pages' own).
+    # Compute what the pages show on their defaults before the server answers, so no visitor
+    # waits for a ledger and no visit competes with the warm-up for the interpreter
+    # (pages.common.warm_up; the caches it fills are the pages' own). A source too big for
+    # AILEDGER_WARM_WAIT_S seconds (default 30) does not hold the server back longer: it answers,
+    # and the warm-up goes on beside the first visits.
     import threading
 
     def _warm() -> None:
@@ -28,7 +31,7 @@ if __name__ != "__main__":
         from pathlib import Path
 
         here = str(Path(__file__).resolve().parent)
-        if here not in sys.path:  # what Streamlit does for the script; the thread runs before it
+        if here not in sys.path:  # what Streamlit does for the script; this runs before it
             sys.path.insert(0, here)
         try:
             from pages.common import warm_up
@@ -36,7 +39,13 @@ if __name__ != "__main__":
             return
         warm_up()
 
-    threading.Thread(target=_warm, name="ailedger-warm-up", daemon=True).start()
+    _warming = threading.Thread(target=_warm, name="ailedger-warm-up", daemon=True)
+    _warming.start()
+    try:
+        _wait_s = float(os.environ.get("AILEDGER_WARM_WAIT_S", "30"))
+    except ValueError:
+        _wait_s = 30.0
+    _warming.join(timeout=max(_wait_s, 0.0))
 else:
     from pathlib import Path
 

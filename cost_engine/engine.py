@@ -82,11 +82,15 @@ def card_cuts(bundle: Bundle, cards: pl.DataFrame, config: Config, period: Perio
         q = bundle["queue"].filter(pl.col("reason").is_in(list(idle.QUEUE_CAUSES))).with_columns(
             pl.col("start").fill_null(pl.lit(period.end, dtype=TS))
         )
-        c = allocation.in_boundary(bundle["costs"], period, config).filter(
-            pl.col("owner").is_null() & (pl.col("ce") > pl.col("cs"))
-            & ((pl.col("category") == "power") | pl.col("drv").is_in(list(allocation.SEGMENT_DRIVERS)))
-        )
-        r = bundle["rates"].filter(pl.col("category").is_in(sorted(config.boundary.included)))
+        # Every shared cost row and rate, whatever the boundary and the drivers: the ledger (and so
+        # the telemetry stage) then stays the same when only those rules change, and a dashboard
+        # rule change reuses it (`memo` in compute). A cut where no price changes changes no figure
+        # (tests/test_interval_property.py, tests/test_rule_memo.py).
+        p0, p1 = pl.lit(period.start, dtype=TS), pl.lit(period.end, dtype=TS)
+        c = bundle["costs"].with_columns(
+            pl.max_horizontal("start", p0).alias("cs"), pl.min_horizontal("end", p1).alias("ce")
+        ).filter(pl.col("owner").is_null() & (pl.col("ce") > pl.col("cs")))
+        r = bundle["rates"]
         by_pool = pl.concat(
             [
                 _edges(ev.filter(pl.col("pool").is_not_null()), "pool", "start", "end"),
@@ -105,11 +109,15 @@ def card_cuts(bundle: Bundle, cards: pl.DataFrame, config: Config, period: Perio
     )
 
 
-def compute(bundle: Bundle, config: Config, telemetry: TelemetrySource | None = None) -> Computation:
+def compute(bundle: Bundle, config: Config, telemetry: TelemetrySource | None = None,
+            memo: dict | None = None) -> Computation:
     """Everything for one bundle under one config.
 
     `telemetry` is where samples are read from when they are not in the bundle (the store:
-    see telemetry.StoreTelemetry); by default the bundle's own telemetry table.
+    see telemetry.StoreTelemetry); by default the bundle's own telemetry table. `memo`: a dict
+    the caller keeps for one version of the data (the dashboard, per data version); the ledger
+    and the telemetry stage are kept there and reused by a later call that changes only rules
+    they do not read (boundary, drivers, idle treatment, recharge, token weights, SLO).
     """
     gaps: list[tuple[str, str]] = list(bundle.notes)
     rejected = [bundle.rejected.select("table", "row", "reason")]
@@ -142,9 +150,17 @@ def compute(bundle: Bundle, config: Config, telemetry: TelemetrySource | None = 
             alloc = alloc.join(unknown.select("allocation_id"), on="allocation_id", how="anti")
 
     source = telemetry if telemetry is not None else FrameTelemetry(bundle["telemetry"])
-    with source.reader() as r:
-        sampled = r.cards(period.start - timedelta(seconds=config.activity.max_sample_gap_s), period.end)
-    ledger = build_ledger(cards, has_inventory, alloc, period, card_cuts(bundle, cards, config, period, sampled))
+    # The ledger and the telemetry stage depend on the data, the period, the activity rule and the
+    # flat energy price, nothing else of the config (card_cuts): the key of what `memo` keeps.
+    # (The period with its time zone, which cuts the days, and its currency, which the ledger keeps.)
+    key = ("telemetry stage", period, config.activity.model_dump_json(), config.energy.flat_price_per_kwh)
+    held = memo.get(key) if memo is not None else None
+    if held is not None:
+        sampled, ledger = held[0], held[1]
+    else:
+        with source.reader() as r:
+            sampled = r.cards(period.start - timedelta(seconds=config.activity.max_sample_gap_s), period.end)
+        ledger = build_ledger(cards, has_inventory, alloc, period, card_cuts(bundle, cards, config, period, sampled))
     for row in (
         ledger.conflicts.group_by("gpu_id")
         .agg(
@@ -176,8 +192,13 @@ def compute(bundle: Bundle, config: Config, telemetry: TelemetrySource | None = 
     )
     bands = (Bands.of(bundle["tariffs"], config.energy.flat_price_per_kwh) if bundle["tariffs"].height
              else Bands.flat(config.energy.flat_price_per_kwh))
-    ta = activity.interval_activity(source, ledger.intervals, config.activity, period.start, period.end, jobs,
-                                    known=cards["gpu_id"], bands=bands)
+    if held is not None:
+        ta = held[2]
+    else:
+        ta = activity.interval_activity(source, ledger.intervals, config.activity, period.start, period.end, jobs,
+                                        known=cards["gpu_id"], bands=bands)
+        if memo is not None:
+            memo[key] = (sampled, ledger, ta)
     if ta.outside:
         gaps.append(("telemetry", f"{ta.outside} samples of cards outside the inventory ignored"))
     act, oversized = ta.per_interval, ta.oversized
@@ -193,22 +214,30 @@ def compute(bundle: Bundle, config: Config, telemetry: TelemetrySource | None = 
     allocs = own.resolve(alloc.select("allocation_id", "owner", "source", "workload", "job_id", "model", "gpu_id",
                                       "start", "end", "share", "requested_gpus"))
     seg = enrich_segments(ledger, act, allocs, bands, config, oversized)
-    if "requests" in bundle.held_rows and bundle.store is not None:
-        from . import store  # requests left in the store: read in batches, resolved batch by batch
-
-        raw = store.request_batches(bundle.store, period.start, period.end)
-    else:  # in the same batches: resolving millions at once holds several copies
-        raw = bundle["requests"].iter_slices(REQUEST_SLICE_ROWS)
-    n_requests = bundle.held_rows.get("requests", bundle["requests"].height)
     # The slots the tokens, requests, shares and even drivers spread over (days and those rows' edges).
     slots = allocation.project_slots(bundle["costs"], period, config)
-    with contextlib.ExitStack() as stack:
-        # Millions of resolved requests live in memory-mapped spill files, like a big bundle's
-        # tables: resident only while scanned (bundle.release_pages), not all the time.
-        keep = stack.enter_context(spill_folder()) if n_requests > SPILL_REQUESTS_ABOVE else None
-        req = tokens.prepare_requests(raw, period, config, own.resolve, slots, keep=keep)
-    del raw
-    release_pages()  # a big bundle's requests are mapped from the reader's spill: done with them
+    # The resolved requests depend on the data, the period, the token weights, the SLO and the
+    # slots (which the boundary and drivers may change): what `memo` keeps them under.
+    rkey = ("requests", period, config.allocation.token_weights.model_dump_json(), config.slo.model_dump_json(),
+            tuple(slots["g0"].to_list()))
+    req = memo.get(rkey) if memo is not None else None
+    if req is None:
+        if "requests" in bundle.held_rows and bundle.store is not None:
+            from . import store  # requests left in the store: read in batches, resolved batch by batch
+
+            raw = store.request_batches(bundle.store, period.start, period.end)
+        else:  # in the same batches: resolving millions at once holds several copies
+            raw = bundle["requests"].iter_slices(REQUEST_SLICE_ROWS)
+        n_requests = bundle.held_rows.get("requests", bundle["requests"].height)
+        with contextlib.ExitStack() as stack:
+            # Millions of resolved requests live in memory-mapped spill files, like a big bundle's
+            # tables: resident only while scanned (bundle.release_pages), not all the time.
+            keep = stack.enter_context(spill_folder()) if n_requests > SPILL_REQUESTS_ABOVE else None
+            req = tokens.prepare_requests(raw, period, config, own.resolve, slots, keep=keep)
+        del raw
+        release_pages()  # a big bundle's requests are mapped from the reader's spill: done with them
+        if memo is not None:
+            memo[rkey] = req
     no_latency = req.select((pl.col("latency_ms").is_null() | pl.col("ttft_ms").is_null()).sum()).item()
     if no_latency:
         gaps.append(("latency missing", f"{no_latency} requests without ttft or latency count as meeting the SLO"))

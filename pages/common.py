@@ -18,10 +18,12 @@ Pages only lay out: every number comes from `cost_engine` (through `Ctx.view`).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import os
+from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
 from pathlib import Path
@@ -163,11 +165,31 @@ def _loaded(path: str, version: str, load_key: str) -> tuple:
     return api.load_source(path, cfg)
 
 
+class _Memo(OrderedDict):
+    """engine.compute's memo, bounded: the stages of the last few periods and rules (a ledger with
+    its telemetry stage, or a period's resolved requests)."""
+
+    def __setitem__(self, key, value) -> None:
+        super().__setitem__(key, value)
+        while len(self) > 8:
+            with contextlib.suppress(KeyError):  # another session's thread trimmed it first
+                self.popitem(last=False)
+
+
+@st.cache_resource(show_spinner=False, max_entries=4)
+def _memo(path: str, version: str, load_key: str) -> _Memo:
+    """What a rule change reuses for one read of the source (engine.compute's memo): the
+    ledger, telemetry stage and resolved requests of a period, so changing the boundary,
+    drivers, idle treatment, recharge or filters computes only the money again."""
+    return _Memo()
+
+
 @st.cache_resource(show_spinner="Computing the ledger…", max_entries=8)
 def _full_computation(path: str, version: str, config_json: str) -> Computation:
     cfg = Config.model_validate_json(config_json)
-    bundle, telemetry = _loaded(path, version, _load_key(cfg))
-    return compute(bundle, cfg, telemetry=telemetry)
+    load_key = _load_key(cfg)
+    bundle, telemetry = _loaded(path, version, load_key)
+    return compute(bundle, cfg, telemetry=telemetry, memo=_memo(path, version, load_key))
 
 
 @st.cache_resource(show_spinner=False, max_entries=24)
@@ -250,6 +272,16 @@ def view_version(path: str) -> str:
     return data_version(path) + "|" + scope_key(current_principal())
 
 
+@st.cache_data(show_spinner=False, max_entries=16)
+def _filter_options(path: str, version: str, config_json: str) -> dict:
+    """The values each sidebar filter offers (views.filter_options), once per computation."""
+    return views.filter_options(_computation(path, version, config_json))
+
+
+def filter_options(ctx: "Ctx") -> dict:
+    return _filter_options(ctx.path, ctx.version, ctx.config_json)
+
+
 @st.cache_data(show_spinner=False, max_entries=8)
 def _report(path: str, version: str, config_json: str) -> dict:
     return build_report(_computation(path, version, config_json))
@@ -313,12 +345,13 @@ def report(config: Config | None = None) -> dict:
     return _report(path, view_version(path), cfg.model_dump_json())
 
 
-def warm_up(path: str | None = None) -> None:
+def warm_up(path: str | None = None, first: bool = True, rest: bool = True) -> None:
     """Compute the default view of the source before the first visitor asks (server start):
-    the first page then only lays out. Then, in the order people open them, what the other
-    pages compute on their default view: the source's own period (Budgets, Compare) and
-    Compare's two default periods, and the modules pages import on first use. Only resource
-    caches are filled (they need no running session); errors are left for the page to show."""
+    the first page (Overview) then only lays out (`first`). Then (`rest`), in the order people
+    open them, what the other pages compute on their default view (Compare's two default
+    periods) and the modules pages import on first use. The caches filled are the pages' own
+    (resource caches, and data caches, which Streamlit keeps in memory when no session runs);
+    errors are left for the page to show."""
     from cost_engine import compare
     from cost_engine.ledger import resolve_period
 
@@ -331,15 +364,38 @@ def warm_up(path: str | None = None) -> None:
         span = period_choice.DataSpan(p.start, p.end, p.timezone)
         cfg = _period(base, span, period_choice.resolve(period_choice.DEFAULT_PRESET, span))
         scoped = version + "|*"
-        _computation(path, scoped, cfg.model_dump_json())
-        # A first visit of Data or Scenario imports these (Streamlit's emoji table alone is
-        # ~0.3 s); importing them here keeps that off the visit.
-        import streamlit.emojis  # noqa: F401
+        if first:
+            # What the first page (Overview) waits for: the default view, the source's own period
+            # (its budget alerts), the modules a first script run imports, and the Overview's views
+            # under the default state (the keys its first run asks for; one that differs only
+            # costs the page its own computation, as before).
+            import pandas  # noqa: F401 - Streamlit's dataframe and chart elements import it on first use
+            import streamlit.emojis  # noqa: F401 - the first caption of a run loads it (~0.3 s)
 
+            from cost_engine.exporters import images, review_pack  # noqa: F401
+            from pages import sidebar  # noqa: F401
+
+            images.available()  # imports kaleido, which the chart download buttons ask about
+            source_is_store(path)
+            _computation(path, scoped, cfg.model_dump_json())
+            _computation(path, scoped, base.model_dump_json())
+            ctx = Ctx(path=path, version=scoped, config=cfg, filters=views.Filters(), base_config=base,
+                      chosen=period_choice.resolve(period_choice.DEFAULT_PRESET, span), span=span)
+            _filter_options(path, scoped, cfg.model_dump_json())
+            budget_views(ctx)
+            ctx.view("kpi_cards")
+            ctx.overview_figures()
+            ctx.view("trend_buckets", ctx.grain)
+            ctx.view("top_tenants", 10)
+            ctx.view("reconciliation")
+        if not rest:
+            return
+        # A first visit of Data or Scenario imports these; importing them here keeps that off
+        # the visit.
         from cost_engine import importers, scenario  # noqa: F401
 
         importers.load_entry_points()
-        full = _computation(path, scoped, base.model_dump_json())
+        full = _computation(path, scoped, base.model_dump_json())  # (in the first part already)
         for days in compare.default_days(full):
             _computation(path, scoped, compare.period_config(cfg, compare.day_span(full, days)).model_dump_json())
     except Exception:  # noqa: BLE001 - the page reports it to the user

@@ -20,9 +20,9 @@ import streamlit as st
 from cost_engine import access, labels, period_choice, saved_views, view_state, views
 from cost_engine.config import BOUNDARY_PRESETS, ConfigError
 from pages.common import (BOUNDARY_KEY, COMPARE_KEY, DATES_KEY, FILTER_KEYS, FILTER_LABELS, GRAIN_KEY, PAGE_MEMORY,
-                          PERIOD_KEY, PROBLEMS_KEY, STATE_KEY, WRITTEN_KEY, _CTX_KEY, Ctx, _computation, _period,
-                          _run_id, _span, current_principal, file_config, is_admin, log, md, source_is_store,
-                          source_path, set_rules, set_state, view_version)
+                          PERIOD_KEY, PROBLEMS_KEY, STATE_KEY, WRITTEN_KEY, _CTX_KEY, Ctx, _period,
+                          _filter_options, _run_id, _span, current_principal, file_config, is_admin, log, md, source_is_store,
+                          filter_options, source_path, set_rules, set_state, view_version)
 
 
 def _url_query() -> dict[str, list[str]]:
@@ -103,8 +103,7 @@ def resolve(path: str, version: str) -> Ctx:
     if chosen.preset != state.period:
         state = state.model_copy(update={"period": chosen.preset})
     cfg = _period(rules_cfg, span, chosen)
-    comp = _computation(path, version, cfg.model_dump_json())
-    filters, dropped = view_state.check_filters(state.filters, views.filter_options(comp))
+    filters, dropped = view_state.check_filters(state.filters, _filter_options(path, version, cfg.model_dump_json()))
     problems += dropped
     if problems:
         ss[PROBLEMS_KEY] = [*ss.get(PROBLEMS_KEY, []), *problems]
@@ -198,7 +197,7 @@ def sidebar() -> Ctx | None:
     _write_url(ctx)
     _sync_widgets(ctx)
     comp = ctx.comp
-    options = views.filter_options(comp)
+    options = filter_options(ctx)
     span = ctx.span
     with st.sidebar:
         kind = "DuckDB store" if source_is_store(path) else "bundle folder"
