@@ -2,7 +2,7 @@
 """Mutation testing of the engine's formula modules with cosmic-ray (`make mutate`, issue 25).
 
     python mutation/run.py run [--modules allocation,idle] [--label after] [--ref REF]
-        [--every N] [--timeout S] [--rerun-survivors-of LABEL]
+        [--every N [--offset K]] [--timeout S] [--rerun-survivors-of LABEL]
     python mutation/run.py report        # rewrites the generated part of docs/testing.md
 
 Each run works on a private copy of the tree under .mutation/<label>/tree (git-ignored), never
@@ -130,14 +130,15 @@ def site_key(spec: dict) -> str:
     return f"{spec['module_path']}:{spec['start_pos'][0]}:{spec['start_pos'][1]}:{spec['operator_name']}"
 
 
-def keep(spec: dict, every: int) -> bool:
-    """One mutant per site, and every N-th site of the module when sampling."""
+def keep(spec: dict, every: int, offset: int = 0) -> bool:
+    """One mutant per site, and every N-th site of the module when sampling (the sites whose hash
+    leaves `offset` over N: another offset draws a disjoint sample, a holdout)."""
     if not KEPT_OPERATORS.match(spec["operator_name"]):
         return False
     if spec["operator_name"] == "core/NumberReplacer" and spec["occurrence"] % 2:
         return False  # the -1 twin of the +1 mutant at the same number
     digest = int(hashlib.sha1(site_key(spec).encode()).hexdigest(), 16)
-    return digest % every == 0
+    return digest % every == offset % every
 
 
 def dump(session: Path, cwd: Path) -> list[dict]:
@@ -146,14 +147,14 @@ def dump(session: Path, cwd: Path) -> list[dict]:
     return [json.loads(line) for line in out.splitlines() if line.strip()]
 
 
-def skip_filtered(session: Path, every: int, tree: Path) -> None:
+def skip_filtered(session: Path, every: int, tree: Path, offset: int = 0) -> None:
     """Marks the mutants we do not run as skipped, the way cosmic-ray's own filters do."""
     from cosmic_ray.work_db import WorkDB, use_db
     from cosmic_ray.work_item import WorkerOutcome, WorkResult
 
     with use_db(str(session), WorkDB.Mode.open) as db:
         skipped = [item.job_id for item in db.pending_work_items
-                   if not all(keep(_spec(m), every) for m in item.mutations)]
+                   if not all(keep(_spec(m), every, offset) for m in item.mutations)]
         db.set_multiple_results(skipped, WorkResult(output="not in the kept set", worker_outcome=WorkerOutcome.SKIPPED))
 
 
@@ -207,8 +208,8 @@ def run_module(module: str, label: str, tree: Path, args) -> None:
             print(f"{module}: source changed since '{args.rerun_survivors_of}', every mutant runs again", flush=True)
     if fresh:
         subprocess.run([bin_path("cosmic-ray"), "init", str(cfg), str(session)], cwd=tree, check=True)
-        skip_filtered(session, args.every, tree)
-        meta = {"every": args.every, "ref": args.ref, "source": source_hash(tree / f"cost_engine/{module}.py"),
+        skip_filtered(session, args.every, tree, args.offset)
+        meta = {"every": args.every, "offset": args.offset, "ref": args.ref, "source": source_hash(tree / f"cost_engine/{module}.py"),
                 "command": test_command(module, tree)}
         (WORK / label / f"{module}.meta.json").write_text(json.dumps(meta), encoding="utf-8")
     started = time.monotonic()
@@ -246,7 +247,7 @@ def summarise(label: str, module: str, tree: Path) -> dict:
     out_file = RESULTS / f"{label}.json"
     RESULTS.mkdir(parents=True, exist_ok=True)
     data = json.loads(out_file.read_text()) if out_file.exists() else {}
-    data[module] = {**counts, "every": meta.get("every", 1), "ref": meta.get("ref"), "measured": _where_and_when(),
+    data[module] = {**counts, "every": meta.get("every", 1), "offset": meta.get("offset", 0), "ref": meta.get("ref"), "measured": _where_and_when(),
                     "survivors": sorted(survivors, key=lambda s: (s["line"], s["operator"]))}
     out_file.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return data[module]
@@ -382,6 +383,8 @@ def main() -> None:
     run.add_argument("--label", default="after")
     run.add_argument("--ref", default=None, help="test this commit instead of the working tree")
     run.add_argument("--every", type=int, default=1)
+    run.add_argument("--offset", type=int, default=0,
+                     help="with --every N: the sites whose hash leaves this remainder (a disjoint holdout sample)")
     run.add_argument("--timeout", type=float, default=300.0)
     run.add_argument("--rerun-survivors-of", default=None)
     run.add_argument("--keep-tree", action="store_true", help="reuse .mutation/<label>/tree (resume a run)")

@@ -1006,3 +1006,22 @@ def test_kills_unallocated_hours_of_at_least_one_for_a_fully_held_fleet():
     t = report(b)["totals"]
     assert (t["available_gpu_hours"], t["allocated_gpu_hours"]) == (pytest.approx(24.0), pytest.approx(24.0))
     assert t["unallocated_gpu_hours"] == 0.0
+
+
+def test_kills_a_rate_of_one_dollar_a_second_before_the_pool_has_a_rate():
+    """g0 (pool p, no telemetry) is free all day; the pool has a rate only from 12:00, $2/h: $24
+    of idle, all of it 12:00-24:00. A maintenance window of the whole pool 00:00-06:00 wins those
+    6 h (6 GPU-hours) but no rate is in force then: it costs $0. No demand holds 06:00-24:00
+    (18 GPU-hours) and pays the whole 12 x $2 = $24.
+
+    Mutant (intervals.WeightedPrecedence.of: a breakpoint before the pool's first rate takes the
+    rate 1.0 instead of 0.0, i.e. $1 a second): the maintenance hours cost 6 x 3,600 = $21,600 and
+    no demand 06:00-12:00 another $21,600; idle no longer reconciles with the $24 of input.
+    """
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}], allocations=[],
+                    rates=[{"pool": "p", "price_per_gpu_hour": 2.0, "start": ts(1, 12), "end": ts(2, 0)}],
+                    events=[{"start": ts(1, 0), "end": ts(1, 6), "pool": "p", "kind": "maintenance"}])
+    rep = report(b)
+    assert idle_costs(rep) == pytest.approx({("unallocated", "maintenance"): 0.0, ("unallocated", "no_demand"): 24.0})
+    assert {r["cause"]: r["gpu_hours"] for r in rep["idle"]} == pytest.approx({"maintenance": 6.0, "no_demand": 18.0})
+    reconciled(rep, 24.0)
