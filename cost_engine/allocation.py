@@ -447,7 +447,7 @@ def _spread_by_project(
             ).with_columns((pl.col("share") * pl.col("slot_h")).alias("w"))
         rows = rows.with_columns((pl.col("w") / pl.col("w").sum().over("cost_id")).alias("f")).filter(pl.col("w") > 0)
         got = set(rows["cost_id"].unique().to_list())
-        missing = part.filter(~pl.col("cost_id").is_in(sorted(got))).unique("cost_id")
+        missing = part.filter(~pl.col("cost_id").is_in(sorted(got))).unique("cost_id").sort("cost_id")
         for cid in missing["cost_id"].head(20).to_list():
             gaps.append(("cost not spread", f"cost {cid}: no {drv} during its span; kept as idle"))
         out.append(_unspread(missing, period))

@@ -303,6 +303,7 @@ def report() -> None:
             reason = _reason(equivalent, m, s) or "**not explained yet**"
             lines.append(f"- {s['line']}: {s['operator']} in `{s['function']}`: `{change[:160]}` — {reason}")
         lines.append("")
+    lines += _holdout_lines(labels.get("holdout"), equivalent)
     manual_file = RESULTS / "manual.json"
     if manual_file.exists():
         equivalent_manual = {m["name"]: m.get("equivalent") for m in tomllib.loads(MANUAL.read_text())["mutant"]}
@@ -322,6 +323,66 @@ def report() -> None:
     _, _, tail = rest.partition(END)
     DOC.write_text(head + "\n".join(lines) + tail, encoding="utf-8")
     print(f"wrote {DOC.relative_to(ROOT)}")
+
+
+def _holdout_lines(holdout: dict | None, equivalent: dict) -> list[str]:
+    """The holdout table: a sample of sites disjoint from the one the new tests were written
+    against (--every N --offset K), scored as the suite stood when it was drawn; each survivor
+    then either equivalent (mutation/equivalent.toml) or killed by a test named for it in
+    mutation/manual.toml (`site = "module:line"`, its result in manual.json)."""
+    if not holdout:
+        return []
+    sites = {m.get("site"): m["name"] for m in tomllib.loads(MANUAL.read_text(encoding="utf-8"))["mutant"]
+             if m.get("site")} if MANUAL.exists() else {}
+    manual_file = RESULTS / "manual.json"
+    outcome = {m["name"]: m.get("after") for m in json.loads(manual_file.read_text())} if manual_file.exists() else {}
+    lines = ["Holdout: a second sample of sites, disjoint from the one the tests above were written against "
+             "(`--every 10 --offset 5`), scored as the suite stood when it was drawn (\"killed / run\"); "
+             "each survivor was then judged equivalent or killed by a new test named for it.", "",
+             "| module | holdout: killed / run | equivalent | holdout, equivalents set apart | "
+             "killed by a new test since | not explained | now, equivalents set apart | measured |",
+             "|---|---|---|---|---|---|---|---|"]
+    total = {"killed": 0, "run": 0, "same": 0, "new": 0, "open": 0}
+    for m in MODULES:
+        h = holdout.get(m)
+        if not h:
+            continue
+        same = [s for s in h["survivors"] if _reason(equivalent, m, s) is not None]
+        new = [s for s in h["survivors"] if _reason(equivalent, m, s) is None
+               and outcome.get(sites.get(f"{m}:{s['line']}")) == "killed"]
+        left = len(h["survivors"]) - len(same) - len(new)
+        ran = h["killed"] + h["timeout"] + h["survived"]
+        total["killed"] += h["killed"] + h["timeout"]
+        total["run"] += ran
+        total["same"] += len(same)
+        total["new"] += len(new)
+        total["open"] += left
+        now = ran - len(same)
+        lines.append(f"| {m} | {score(h)} | {len(same)} | {score(h, len(same))} | {len(new)} | {left} | "
+                     f"{100 * (now - left) / now:.1f} % ({now - left}/{now}) | {h.get('measured', '')} |" if now else
+                     f"| {m} | {score(h)} | {len(same)} | — | {len(new)} | {left} | — | {h.get('measured', '')} |")
+    if total["run"]:
+        now = total["run"] - total["same"]
+        lines.append(f"| all | {100 * total['killed'] / total['run']:.1f} % ({total['killed']}/{total['run']}) | "
+                     f"{total['same']} | {100 * total['killed'] / now:.1f} % ({total['killed']}/{now}) | "
+                     f"{total['new']} | {total['open']} | "
+                     f"{100 * (now - total['open']) / now:.1f} % ({now - total['open']}/{now}) | |")
+    lines += ["", "Holdout survivors (line: operator in function, the change, and what became of it):", ""]
+    for m in MODULES:
+        h = holdout.get(m)
+        if not h or not h["survivors"]:
+            continue
+        lines += [f"**{m}.py**", ""]
+        for s in h["survivors"]:
+            change = " / ".join(x.strip() for x in s["diff"]) or "?"
+            name = sites.get(f"{m}:{s['line']}")
+            what = _reason(equivalent, m, s)
+            if what is None and name and outcome.get(name) == "killed":
+                what = f"killed by {next(x['test'] for x in tomllib.loads(MANUAL.read_text())['mutant'] if x['name'] == name).split('::')[-1]}"
+            lines.append(f"- {s['line']}: {s['operator']} in `{s['function']}`: `{change[:160]}` — "
+                         f"{what or '**not explained yet**'}")
+        lines.append("")
+    return lines
 
 
 def _rounds(labels: dict, prefix: str) -> dict:
@@ -351,8 +412,13 @@ def manual(ref: str | None, timeout: float) -> None:
     if ref:
         trees["before"] = make_tree("manual-before", ref)
     results = []
+    # Without --ref the "before" of each mutant is kept from the last run that measured it.
+    manual_file = RESULTS / "manual.json"
+    earlier = {r["name"]: r for r in json.loads(manual_file.read_text())} if manual_file.exists() else {}
     for m in mutants:
         row = {"name": m["name"], "file": m["file"], "test": m["test"]}
+        if not ref and "before" in earlier.get(m["name"], {}):
+            row["before"] = earlier[m["name"]]["before"]
         for label, tree in trees.items():
             path = tree / m["file"]
             original = path.read_text(encoding="utf-8")

@@ -1025,3 +1025,71 @@ def test_kills_a_rate_of_one_dollar_a_second_before_the_pool_has_a_rate():
     assert idle_costs(rep) == pytest.approx({("unallocated", "maintenance"): 0.0, ("unallocated", "no_demand"): 24.0})
     assert {r["cause"]: r["gpu_hours"] for r in rep["idle"]} == pytest.approx({"maintenance": 6.0, "no_demand": 18.0})
     reconciled(rep, 24.0)
+
+
+def test_kills_an_inferred_period_one_day_too_long():
+    """No period in the config: the period is the whole UTC days the allocations cover. The only
+    allocation runs 2026-10-01 03:00-05:00, so the period is 10-01 00:00 to 10-02 00:00: g0 (rate
+    $1/h) is available 24 GPU-hours and costs $24 (2 h held by A1: $2; 22 h idle: $22).
+
+    Mutant (ledger.resolve_period: a last day that ends inside a day extended by 2 days, not 1):
+    the period runs to 10-03 00:00, 48 available GPU-hours, $48.
+    """
+    from cost_engine.config import parse_config
+
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}],
+                    allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 3), "end": ts(1, 5), "owner": "A1"}],
+                    rates=[{"pool": "p", "price_per_gpu_hour": 1.0, "start": ts(1, 0), "end": ts(5, 0)}])
+    comp = compute(b, parse_config({}))
+    assert (comp.period.start, comp.period.end) == (datetime(2026, 10, 1, tzinfo=timezone.utc),
+                                                   datetime(2026, 10, 2, tzinfo=timezone.utc))
+    rep = build_report(comp)
+    assert rep["totals"]["available_gpu_hours"] == pytest.approx(24.0)
+    assert by(rep, "by_project", "project") == pytest.approx({"A1": 2.0})
+    reconciled(rep, 24.0)
+
+
+def test_kills_a_gap_list_of_twenty_one_unspread_rows():
+    """25 shared rows of $1 each, spread by tokens over the day, and not one request: none can be
+    spread, all $25 stay in idle ("unspread"), and the gaps name the first 20 of them by cost id,
+    one line each (a list that names every row would bury the report's other gaps at fleet
+    scale). This test also found that the 20 named were any 20 (the rows were not sorted).
+
+    Mutant (allocation._spread_by_project: the first 21 named): 21 "cost not spread" lines.
+    """
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}],
+                    allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 1), "owner": "A1"}],
+                    costs=[{"cost_id": f"t{i:02d}", "category": "software", "amount": 1.0, "driver": "tokens",
+                            "start": ts(1, 0), "end": ts(2, 0)} for i in range(25)])
+    rep = report(b)
+    lines = [g["detail"] for g in rep["gaps"] if g["what"] == "cost not spread"]
+    assert lines == [f"cost t{i:02d}: no tokens during its span; kept as idle" for i in range(20)]
+    assert rep["reconciliation"]["idle"] == pytest.approx(25.0)
+    reconciled(rep, 25.0)
+
+
+def test_kills_a_cost_rate_for_a_row_with_no_quantity():
+    """Pool p's only card g0 is in service from 12:00. Two network rows of pool p by capacity
+    hours: n0 ($10, 00:00-12:00) meets no capacity at all, so it cannot be spread and stays in
+    idle; n1 ($12, 12:00-24:00) lands on A1, who holds g0 12:00-24:00 ($1 per capacity-hour).
+    Lineage of A1 finds n1's $12 and nothing of n0.
+
+    Mutant (allocation.spread_costs: a price per unit kept for rows with no quantity, Q >= 0):
+    n0's price is $10 / 0 = inf; the running integral of pool p's prices is inf from 00:00 on, so
+    every later segment's integral is inf - inf = NaN and lineage loses A1's $12 of n1.
+    """
+    from cost_engine import lineage
+
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p", "in_service_start": ts(1, 12)}],
+                    allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 12), "end": ts(2, 0), "owner": "A1"}],
+                    costs=[{"cost_id": "n0", "category": "network", "amount": 10.0, "pool": "p",
+                            "driver": "capacity_hours", "start": ts(1, 0), "end": ts(1, 12)},
+                           {"cost_id": "n1", "category": "network", "amount": 12.0, "pool": "p",
+                            "driver": "capacity_hours", "start": ts(1, 12), "end": ts(2, 0)}])
+    comp = compute(b, make_config())
+    ex = lineage.explain(comp, project="A1")
+    assert {r["cost_id"]: r["cost"] for r in ex.costs.iter_rows(named=True)} == pytest.approx({"n1": 12.0})
+    assert ex.total_cost == pytest.approx(12.0)
+    rep = build_report(comp)
+    assert by(rep, "by_project", "project") == pytest.approx({"A1": 12.0})
+    reconciled(rep, 22.0)
