@@ -383,6 +383,92 @@ def test_kills_a_quota_peak_that_subtracts_capacity_over_share_at_an_allocation_
     assert row["avg_quota_use"] == pytest.approx(2.5 / 24 / 4)
 
 
+
+def test_kills_a_quota_of_one_card_with_no_use_figure():
+    """Tenant A has a quota of 1 card in pool p; A1 holds g0 06:00-18:00. Peak held capacity 1
+    card: peak quota use 1 / 1 = 1.0; average 12 h / 24 h = 0.5 cards: average use 0.5 / 1 = 0.5.
+
+    Mutant (idle.quota_use: a use figure only where the quota is above 1, not above 0): both uses
+    of a one-card quota are null.
+    """
+    b = make_bundle(
+        inventory=[{"gpu_id": "g0", "pool": "p"}],
+        allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 6), "end": ts(1, 18), "owner": "A1"}],
+        owners=[{"tenant": "A", "project": "A1"}],
+        quotas=[{"tenant": "A", "pool": "p", "gpus": 1}],
+    )
+    (row,) = report(b)["quotas"]["rows"]
+    assert (row["tenant"], row["pool"], row["quota"]) == ("A", "p", 1.0)
+    assert row["peak_quota_use"] == pytest.approx(1.0)
+    assert row["avg_quota_use"] == pytest.approx(0.5)
+
+
+
+def test_kills_recharge_and_model_figures_that_take_the_wrong_rows():
+    """Pool p, rate $1/h on 3 cards all day: $72 of input (power left out of the boundary).
+    - SVC serves model m1 on g0 00:00-10:00 ($10) and m2 on g1 00:00-06:00 ($6), both inference;
+    - A1 fine-tunes m1 on g2 00:00-04:00 ($4, workload training);
+    - B1 sends the only request: m1 at 01:00, 100 input and 100 output tokens, one attempt,
+      prefill 300 ms and decode 700 ms, within the SLO;
+    - g1 reports every 5 min 00:00-00:25 at 100 %: 0.5 h covered and active (the last sample
+      stands for 300 s, the gap cap).
+    Token weights input 0, cached 0, output 1, split by phase time.
+
+    Recharge: m1's $10 moves to B1; m2 has no requests, so SVC keeps its $6; A1 keeps its $4:
+    B1 $10, SVC $6, A1 $4, idle 72 - 20 = $52. By model (before recharge, serving rows only): m1
+    $10, m2 $6. m1: input share 300 / 1,000 = 0.3, no cached tokens, so uncached input costs
+    10 x 0.3 / 100 x 1e6 = $30,000 per M; SLO attainment 1/1, retry share 0/1 = 0; active hours
+    unknown (no telemetry on g0). m2: no requests, so SLO attainment and retry share are unknown
+    (null, not NaN); active 0.5 GPU-hours. No "model without serving allocations" gap. Model
+    trend of m1 on 10-01: $10 (the fine-tuning is not serving).
+
+    Mutants killed, all in tokens.py:
+    - recharge, `inference | (served & not idle)`: m2's rows are moved onto no caller (lost: SVC
+      $0) and A1's fine-tuning of m1 is moved to B1 ($14);
+    - model_table, `weights_in >= 0`: cached part 0/0 = NaN, uncached input $/M NaN;
+    - model_table, SLO attainment where `requests >= 0`: m2 0/0 = NaN;
+    - model_table, retry share where `requests > 1`: m1's one request gives null, not 0;
+    - model_table, the no-allocation gap on `allocated == 0 | requests > 0`: names m1;
+    - model_table, active hours where `_covered > 1`: m2's 0.5 h become unknown;
+    - model_trend, `serving | not idle`: m1's day costs $14 (and money without a model joins).
+    """
+    b = make_bundle(
+        inventory=[{"gpu_id": f"g{i}", "pool": "p"} for i in range(3)],
+        rates=[{"pool": "p", "price_per_gpu_hour": 1.0, "start": ts(1, 0), "end": ts(2, 0)}],
+        allocations=[
+            {"allocation_id": "s1", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 10), "owner": "SVC",
+             "workload": "inference", "model": "m1"},
+            {"allocation_id": "s2", "gpu_id": "g1", "start": ts(1, 0), "end": ts(1, 6), "owner": "SVC",
+             "workload": "inference", "model": "m2"},
+            {"allocation_id": "t1", "gpu_id": "g2", "start": ts(1, 0), "end": ts(1, 4), "owner": "A1",
+             "workload": "training", "model": "m1"},
+        ],
+        owners=[{"tenant": "S", "project": "SVC"}, {"tenant": "A", "project": "A1"}, {"tenant": "B", "project": "B1"}],
+        requests=[{"request_id": "r1", "ts": ts(1, 1), "owner": "B1", "model": "m1", "input_tokens": 100,
+                   "output_tokens": 100, "attempt": 1, "prefill_ms": 300.0, "decode_ms": 700.0, "ttft_ms": 100.0,
+                   "latency_ms": 1000.0}],
+        telemetry=[{"ts": f"2026-10-01T00:{m:02d}:00Z", "gpu_id": "g1", "util_pct": 100.0, "power_w": 300.0}
+                   for m in range(0, 30, 5)],
+    )
+    comp = compute(b, make_config(boundary=NO_POWER, allocation={
+        "token_split": "phase_time", "token_weights": {"input": 0.0, "cached_input": 0.0, "output": 1.0}}))
+    rep = build_report(comp)
+    assert by(rep, "by_project", "project") == pytest.approx({"B1": 10.0, "SVC": 6.0, "A1": 4.0})
+    reconciled(rep, 72.0)
+    assert rep["reconciliation"]["idle"] == pytest.approx(52.0)
+    models = {r["model"]: r for r in comp.models.iter_rows(named=True)}
+    assert (models["m1"]["cost"], models["m2"]["cost"]) == pytest.approx((10.0, 6.0))
+    assert models["m1"]["cost_per_million_uncached_input_tokens"] == pytest.approx(30_000.0)
+    assert (models["m1"]["slo_attainment"], models["m1"]["retry_share"]) == (1.0, 0.0)
+    assert models["m1"]["active_gpu_hours"] is None
+    assert (models["m2"]["slo_attainment"], models["m2"]["retry_share"]) == (None, None)
+    assert models["m2"]["active_gpu_hours"] == pytest.approx(0.5)
+    assert not [g for g in rep["gaps"] if g["what"] == "model without serving allocations"]
+    trend = {(r["model"], r["day"]): r["cost"] for r in rep["model_trend"]}
+    assert trend[("m1", "2026-10-01")] == pytest.approx(10.0)
+    assert set(trend) == {("m1", "2026-10-01"), ("m2", "2026-10-01")}
+
+
 def idle_costs(rep):
     return {(r["kind"], r["cause"]): r["cost"] for r in rep["idle"]}
 
