@@ -469,6 +469,54 @@ def test_kills_recharge_and_model_figures_that_take_the_wrong_rows():
     assert set(trend) == {("m1", "2026-10-01"), ("m2", "2026-10-01")}
 
 
+
+def test_kills_one_sample_counted_before_any_is_read():
+    """A1 holds g0 00:00-06:00 (rate $1/h all day: $6 to A1, $18 idle) and no card reports any
+    telemetry: the report says so ("no telemetry": activity, utilization and energy unknown),
+    the active hours are unknown, and no "telemetry coverage" gap claims 6 uncovered hours of a
+    fleet that has telemetry.
+
+    Mutant (activity.interval_activity: the sample count starts at 1): the engine believes it
+    read telemetry, drops the "no telemetry" gap and reports 6 GPU-hours without telemetry.
+    """
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}],
+                    allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 6), "owner": "A1"}],
+                    rates=[{"pool": "p", "price_per_gpu_hour": 1.0, "start": ts(1, 0), "end": ts(2, 0)}])
+    rep = report(b)
+    gaps = {(g["what"], g["detail"]) for g in rep["gaps"]}
+    assert ("telemetry", "no telemetry: active hours, utilization and energy are unknown") in gaps
+    assert not [g for g in rep["gaps"] if g["what"] == "telemetry coverage"]
+    assert rep["totals"]["active_gpu_hours"] is None
+    assert by(rep, "by_project", "project") == pytest.approx({"A1": 6.0})
+    reconciled(rep, 24.0)
+
+
+def test_kills_oversized_utilization_divided_instead_of_multiplied():
+    """Job j1 holds g0 and g1 00:00-01:00 (5-min samples, the gap cap): g0 at 100 %, g1 at 2 %
+    (inactive: under the 5 % threshold) the whole hour, so g1 idles while its sibling works: 1 h
+    of oversized_request. A $100 row of pool p, spread by utilization over 00:00-01:00: util
+    hours g0 1 x 1.00 = 1, g1 1 x 0.02 = 0.02; g1 gets 100 x 0.02 / 1.02 = $1.960784, all of it
+    for util-weighted hours of oversized idle (0.02 of 0.02): the oversized_request idle costs
+    $1.960784 (power left out of the boundary).
+
+    Mutant (activity._oversized: oversized util-seconds as seconds / util, 3,600 / 2, instead of
+    seconds x util, 3,600 x 2): the oversized part is 1/4 of g1's util hours: $0.490196.
+    """
+    b = make_bundle(
+        inventory=[{"gpu_id": "g0", "pool": "p", "node": "n0"}, {"gpu_id": "g1", "pool": "p", "node": "n1"}],
+        allocations=[{"allocation_id": f"a-{g}", "gpu_id": g, "start": ts(1, 0), "end": ts(1, 1), "owner": "A1",
+                      "job_id": "j1"} for g in ("g0", "g1")],
+        telemetry=[{"ts": f"2026-10-01T00:{m:02d}:00Z", "gpu_id": g, "util_pct": 100.0 if g == "g0" else 2.0,
+                    "power_w": 300.0} for g in ("g0", "g1") for m in range(0, 60, 5)],
+        costs=[{"cost_id": "u", "category": "other", "amount": 100.0, "driver": "utilization", "pool": "p",
+                "start": ts(1, 0), "end": ts(1, 1)}],
+    )
+    rep = report(b, boundary=NO_POWER)
+    held = {r["cause"]: (r["gpu_hours"], r["cost"]) for r in rep["idle"] if r["kind"] == "allocated"}
+    assert held == {"oversized_request": (pytest.approx(1.0), pytest.approx(100 * 0.02 / 1.02))}
+    reconciled(rep, 100.0)
+
+
 def idle_costs(rep):
     return {(r["kind"], r["cause"]): r["cost"] for r in rep["idle"]}
 
