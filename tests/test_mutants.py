@@ -12,14 +12,15 @@ Period: 2026-10-01 00:00Z to 2026-10-02 00:00Z (24 h) unless said otherwise.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
+import polars as pl
 import pytest
 
 from cost_engine.contract import CATEGORIES
 from cost_engine.engine import compute
 from cost_engine.report import build_report
-from tests.helpers import make_bundle, make_config, ts
+from tests.helpers import DAY0, make_bundle, make_config, ts
 
 NO_POWER = {"name": "custom", "categories": [c for c in CATEGORIES if c != "power"]}
 TWO_DAYS = {"start": datetime(2026, 10, 1, tzinfo=timezone.utc), "end": datetime(2026, 10, 3, tzinfo=timezone.utc)}
@@ -515,6 +516,55 @@ def test_kills_oversized_utilization_divided_instead_of_multiplied():
     held = {r["cause"]: (r["gpu_hours"], r["cost"]) for r in rep["idle"] if r["kind"] == "allocated"}
     assert held == {"oversized_request": (pytest.approx(1.0), pytest.approx(100 * 0.02 / 1.02))}
     reconciled(rep, 100.0)
+
+
+
+def test_kills_a_sample_on_a_window_edge_skipped_with_its_slice(monkeypatch):
+    """A1 holds g0 00:00-01:00; g0 reports at 100 % every 5 min from 00:00 to 00:55 (12 samples):
+    the hour is covered and active, 1 GPU-hour. Read in small pieces (a slice of one row, about
+    3 rows per window: windows 23:45-00:15, 00:15-00:45, 00:45-01:00), the sample at 00:15 sits
+    alone in its slice and exactly on a window's start, and is counted there.
+
+    Mutant (telemetry.FrameTelemetry.window: a slice is read only when its last time is after the
+    window's start, not at it): the 00:15 sample is skipped, 00:15-00:20 is lost: 55 min covered
+    and active.
+    """
+    from cost_engine import activity, telemetry
+
+    monkeypatch.setattr(telemetry, "_SLICE_ROWS", 1)
+    monkeypatch.setattr(activity, "WINDOW_ROWS", 3)
+    b = make_bundle(
+        inventory=[{"gpu_id": "g0", "pool": "p"}],
+        allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 1), "owner": "A1"}],
+        telemetry=[{"ts": f"2026-10-01T00:{m:02d}:00Z", "gpu_id": "g0", "util_pct": 100.0, "power_w": 300.0}
+                   for m in range(0, 60, 5)],
+    )
+    assert activity.windows(DAY0, DAY0 + timedelta(hours=1), 300, rows=12, window_rows=3) == [
+        (DAY0 - timedelta(minutes=15), DAY0 + timedelta(minutes=15)),
+        (DAY0 + timedelta(minutes=15), DAY0 + timedelta(minutes=45)),
+        (DAY0 + timedelta(minutes=45), DAY0 + timedelta(hours=1))]
+    rep = report(b, period={"start": DAY0, "end": DAY0 + timedelta(hours=1)})
+    assert rep["totals"]["active_gpu_hours"] == pytest.approx(1.0)
+    assert rep["totals"]["telemetry_coverage"] == pytest.approx(1.0)
+
+
+def test_kills_held_spans_of_a_card_returned_empty():
+    """A scoped user's telemetry is limited to the spans its allocations held (access.scope):
+    g0 held 00:00-02:00 and 01:00-03:00 (overlapping) and 05:00-06:00, g1 00:00-01:00. Merged
+    per card: g0 00:00-03:00 and 05:00-06:00, g1 00:00-01:00.
+
+    Mutant (telemetry.merged_spans: the early return taken when there are intervals, not when
+    there are none): no spans, so the user sees no telemetry at all.
+    """
+    from cost_engine.telemetry import merged_spans
+
+    iv = pl.DataFrame({"gpu_id": ["g0", "g0", "g0", "g1"],
+                       "t0": [DAY0, DAY0 + timedelta(hours=1), DAY0 + timedelta(hours=5), DAY0],
+                       "t1": [DAY0 + timedelta(hours=2), DAY0 + timedelta(hours=3), DAY0 + timedelta(hours=6),
+                              DAY0 + timedelta(hours=1)]})
+    got = merged_spans(iv)
+    assert got.rows() == [("g0", DAY0, DAY0 + timedelta(hours=3)), ("g0", DAY0 + timedelta(hours=5), DAY0 + timedelta(hours=6)),
+                          ("g1", DAY0, DAY0 + timedelta(hours=1))]
 
 
 def idle_costs(rep):
