@@ -361,3 +361,23 @@ def chart_titled(pg, prefix: str, timeout: float = 90_000):
 def svg_texts(locator, selector: str) -> list[str]:
     """The text content of the SVG elements matching `selector` (innerText is empty for SVG)."""
     return [t.text_content() or "" for t in locator.locator(selector).all()]
+
+
+def download(pg, button, tries: int = 3):
+    """Click a download button until the browser starts the download (a state). The file is made
+    on the server when clicked; a rerun between the page's drawing and the click can replace the
+    button's callback, and that click then downloads nothing (seen in CI on the PNG and SVG
+    buttons). A person clicks again; so does this."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    for _ in range(tries):
+        # The app idle for a while (no new run is awaited: the button may be clicked right after
+        # the page settled, with nothing to run in between).
+        _settle_polling(pg, 90.0, 1.2, False)
+        try:
+            with pg.expect_download(timeout=60_000) as info:
+                button.click(timeout=90_000)
+            return info.value
+        except PlaywrightTimeout:
+            continue
+    raise AssertionError("the download never started")

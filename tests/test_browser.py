@@ -19,6 +19,7 @@ from tests.dashboard_support import (
     ROOT,
     charts_drawn,
     click_row,
+    download,
     grid_cells,
     make_store,
     new_page,
@@ -163,20 +164,18 @@ def test_idle_page_lists_causes(server, page):
 
 def test_chart_png_download(server, page):
     open_url(page, server)
-    with page.expect_download(timeout=120_000) as info:
-        page.get_by_role("button", name=re.compile("PNG")).first.click()
-    data = Path(info.value.path()).read_bytes()
+    got = download(page, page.get_by_role("button", name=re.compile("PNG")).first)
+    data = Path(got.path()).read_bytes()
     assert data.startswith(PNG_MAGIC) and len(data) > 5000
-    assert info.value.suggested_filename.endswith(".png")
+    assert got.suggested_filename.endswith(".png")
 
 
 def test_review_pack_download(server, page):
     from cost_engine.exporters.review_pack import REVIEW_PACK_FILES
 
     open_url(page, server)
-    with page.expect_download(timeout=180_000) as info:
-        page.get_by_role("button", name=re.compile("Download the review pack")).click()
-    z = zipfile.ZipFile(io.BytesIO(Path(info.value.path()).read_bytes()))
+    got = download(page, page.get_by_role("button", name=re.compile("Download the review pack")))
+    z = zipfile.ZipFile(io.BytesIO(Path(got.path()).read_bytes()))
     assert sorted(z.namelist()) == sorted(REVIEW_PACK_FILES)
     assert z.read("charts/trend.png").startswith(PNG_MAGIC)
     assert "research" in z.read("tables/by_tenant.csv").decode()

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from tests.dashboard_support import copy_sample, streamlit_server
-from tests.dashboard_support import charts_drawn, grid_cells, no_exceptions, open_url, settle, shot
+from tests.dashboard_support import charts_drawn, grid_cells, grid_with, no_exceptions, open_url, settle, shot
 
 pytestmark = pytest.mark.browser
 
@@ -147,7 +147,8 @@ def test_scoped_user_sees_only_their_budgets(scoped_server, browser):
     try:
         open_url(pg, f"{scoped_server}/budgets")
         no_exceptions(pg)
-        cells = grid_cells(pg, 0)
+        # The grid fills in after the script has finished: wait for the rows (a state).
+        cells = grid_with(pg, 0, ["bud-llm-pretrain-sprint", "bud-research-month", "bud-rlhf-month"])
         mine = {c for c in cells if c.startswith("bud-")}
         assert mine == {"bud-llm-pretrain-sprint", "bud-research-month", "bud-rlhf-month"}
         text = pg.locator('[data-testid="stMain"]').inner_text()

@@ -19,6 +19,7 @@ from tests.dashboard_support import (
     SAMPLE,
     chart_titled,
     charts_drawn,
+    download,
     grid_cells,
     grid_with,
     make_store,
@@ -190,23 +191,6 @@ def _svg_text(data: bytes) -> str:
     return html.unescape(" ".join(re.findall(r"<text[^>]*>([^<]*)</text>", data.decode("utf-8"))))
 
 
-def _download(pg, button, tries: int = 3):
-    """Click a download button until the browser starts the download (a state). The file is made
-    on the server when clicked; a rerun between the page's drawing and the click can replace the
-    button's callback, and that click then downloads nothing (seen once in CI)."""
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
-
-    for _ in range(tries):
-        settle(pg)
-        try:
-            with pg.expect_download(timeout=60_000) as info:
-                button.click(timeout=90_000)
-            return info.value
-        except PlaywrightTimeout:
-            continue
-    raise AssertionError("the download never started")
-
-
 def test_exports_say_what_they_show(served, browser):
     """Item 3. On main a rental chart was saved as project-ranking.png like a fully_loaded one, and
     CSVs carried engine column names only. Now every export names its period and boundary."""
@@ -217,7 +201,7 @@ def test_exports_say_what_they_show(served, browser):
     try:
         open_url(pg, f"{served['url']}/rankings?{q}")
         charts_drawn(pg)
-        svg = _download(pg, pg.get_by_role("button", name="SVG").first)
+        svg = download(pg, pg.get_by_role("button", name="SVG").first)
         assert svg.suggested_filename == f"{stem}.svg"
         text = _svg_text(Path(svg.path()).read_bytes())
         assert "Project ranking by Cost (rental)" in text
