@@ -648,6 +648,13 @@ def metric_grid(n: int, key: str) -> Any:
     return st.grid(n, min_column_width=CARD_WIDTH, key=key)
 
 
+def lazy_expander(label: str, key: str, *, expanded: bool = False) -> Any:
+    """An expander whose content is built only while it is open (`if box.open:` around it): in
+    the browser most of a page visit is React drawing elements, and a collapsed expander's
+    elements are drawn all the same unless they are left out (benchmarks/DASHBOARD.md)."""
+    return st.expander(label, expanded=expanded, key=key, on_change="rerun")
+
+
 def kpi_row(ctx: Ctx, keys: list[str], cards: pl.DataFrame | None = None, per_row: int | None = None) -> None:
     """KPI cards from views.kpi_cards (unit in the label, exact value in the help) in a grid that
     wraps on narrow screens (no value is ever cut), with the change against the previous period."""

@@ -149,8 +149,10 @@ with grid.cell():
     common.chart(charts.coverage(cov), "coverage", name="telemetry-coverage")
 with grid.cell():
     common.table(cov, "coverage_table", name="telemetry-coverage")
-with st.expander("Per card"):
-    common.table(ctx.view("telemetry_coverage", "card"), "coverage_cards", name="telemetry-coverage-cards")
+box = common.lazy_expander("Per card", "coverage_cards_open")
+if box.open:
+    with box:
+        common.table(ctx.view("telemetry_coverage", "card"), "coverage_cards", name="telemetry-coverage-cards")
 
 # ---- unmapped owners and aliases ----------------------------------------------------------
 st.subheader("Unmapped owner keys")

@@ -90,8 +90,10 @@ common.table(backlog.select([c for c in order if c in backlog.columns]
 st.subheader("By pool and accelerator")
 by_pool = ctx.view("idle_by_pool")
 common.chart(charts.idle_by_pool(by_pool, "gpu_hours", cur), "idle_by_pool", name="idle-by-pool")
-with st.expander("Table: idle by pool, accelerator and cause"):
-    common.table(by_pool, "idle_by_pool_table", name="idle-by-pool", title="Idle by pool, accelerator and cause")
+box = common.lazy_expander("Table: idle by pool, accelerator and cause", "idle_by_pool_open")
+if box.open:
+    with box:
+        common.table(by_pool, "idle_by_pool_table", name="idle-by-pool", title="Idle by pool, accelerator and cause")
 
 if picked:
     kind, cause = picked.split(":", 1)

@@ -46,14 +46,21 @@ tag = hashlib.sha1((text + str(calibrated)).encode("utf-8")).hexdigest()[:10]
 
 # ---- Inputs ---------------------------------------------------------------
 st.subheader(f"Inputs: {loaded.name}")
+# A section's inputs are drawn only while it is open (most of the page's drawing otherwise). The
+# values last submitted live in `kept`, not in the widgets: Streamlit forgets the state of a
+# widget that is not drawn, and a closed section must keep its edits.
+kept: dict[str, float | int] = st.session_state.setdefault(f"scenario-edits-{tag}", {})
 edits: dict[str, dict[str, float | int]] = {}
 with st.form(f"scenario-inputs-{tag}"):
     for section, fields in sl.editable_numbers(loaded).items():
-        with st.expander(section, expanded=section == "workload"):
+        box = common.lazy_expander(section, f"{tag}:open:{section}", expanded=section == "workload")
+        edits[section] = {field: kept.get(f"{section}:{field}", value) for field, value in fields.items()}
+        if not box.open:
+            continue
+        with box:
             cols = st.columns(3)
-            edits[section] = {}
-            for i, (field, value) in enumerate(fields.items()):
-                key = f"{tag}:{section}:{field}"
+            for i, field in enumerate(fields):
+                key, value = f"{tag}:{section}:{field}", edits[section][field]
                 with cols[i % 3]:
                     text = labels.humanize(field)
                     if sl.is_integer_field(field):
@@ -62,6 +69,7 @@ with st.form(f"scenario-inputs-{tag}"):
                     else:
                         edits[section][field] = float(st.number_input(text, value=float(value), format="%g", key=key,
                                                                       help=f"`{field}` in the TOML"))
+            kept.update({f"{section}:{field}": v for field, v in edits[section].items()})
     st.form_submit_button("Recalculate")
 
 try:
@@ -134,9 +142,11 @@ else:
                         xaxis_title=labels.humanize(param), yaxis_title=labels.column(metric, scenario.currency),
                         height=400)
     common.chart(lines, "scenario_sweep", name=f"scenario-sweep-{param}", about=about)
-    with st.expander("Sweep table"):
-        common.table(swept, "scenario_sweep_table", name=f"scenario-sweep-{param}", about=about,
-                     title=f"Sweep of {labels.humanize(param).lower()}")
+    box = common.lazy_expander("Sweep table", "scenario-sweep-table-open")
+    if box.open:
+        with box:
+            common.table(swept, "scenario_sweep_table", name=f"scenario-sweep-{param}", about=about,
+                         title=f"Sweep of {labels.humanize(param).lower()}")
 
 # ---- Break-even -----------------------------------------------------------
 st.subheader("Break-even")

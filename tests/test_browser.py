@@ -250,3 +250,37 @@ def test_compare_page_waterfall_and_drill_down(server, page, browser):
         assert other.get_by_role("heading", name=f"Why tenant {top} changed").count() == 1
         assert records_cells(other) == cells
     assert not page.dialogs
+
+
+def test_scenario_sections_draw_when_opened_and_keep_their_edits(server, page):
+    """A closed scenario section draws no inputs (issue 20: drawing elements is most of a page
+    visit) and keeps the values submitted in it. The sample's horizon is 36 months at 4.0 % a
+    month; set Months to 12 and recalculate: the Horizon card reads "12 months". Close the
+    workload section: its inputs are gone and the card still reads 12 months. Open it again:
+    Months shows 12, not the file's 36."""
+    open_url(page, f"{server}/scenario")
+    no_exceptions(page)
+    main = page.locator('[data-testid="stMain"]')
+    section = lambda name: main.locator('[data-testid="stExpander"] summary').filter(has_text=name)  # noqa: E731
+    months = main.get_by_label("Months", exact=True)
+    horizon = main.locator('[data-testid="stMetric"]').filter(has_text="Horizon")
+    expect(months).to_have_value("36")
+    expect(horizon).to_contain_text("36 months")
+    expect(main.get_by_label("Output weight", exact=True)).to_have_count(0)  # "split" starts closed
+    section("split").click()
+    settle(page)
+    expect(main.get_by_label("Output weight", exact=True)).to_have_value("4")
+
+    months.fill("12")
+    months.press("Tab")
+    main.get_by_role("button", name="Recalculate").click()
+    settle(page)
+    expect(horizon).to_contain_text("12 months")
+    section("workload").click()
+    settle(page)
+    expect(months).to_have_count(0)
+    expect(horizon).to_contain_text("12 months")
+    section("workload").click()
+    settle(page)
+    expect(months).to_have_value("12")
+    no_exceptions(page)
