@@ -148,6 +148,15 @@ def _nav(pg, pid: int | None, page: str) -> tuple[float, float, float]:
     return _timed(pg, pid, TITLES[page], link.click)
 
 
+def _browser(p, profile: Path):
+    """Chromium on a browser profile (its disk cache and compiled-script cache), watched by WATCH:
+    (context, page)."""
+    ctx = p.chromium.launch_persistent_context(profile, executable_path=CHROMIUM, args=CHROMIUM_ARGS,
+                                               viewport={"width": 1440, "height": 1000})
+    ctx.add_init_script(WATCH)
+    return ctx, (ctx.pages[0] if ctx.pages else ctx.new_page())
+
+
 def one_run(store: Path, work: Path) -> tuple[dict[str, list[tuple[float, float, float]]], tuple[float, float, float]]:
     """One fresh server and a new browser profile: {figure: [(wall s, server CPU s, browser s)]},
     and the load average at its start. Then a second fresh server, opened by the same browser
@@ -158,15 +167,11 @@ def one_run(store: Path, work: Path) -> tuple[dict[str, list[tuple[float, float,
     env = {"AILEDGER_SOURCE": str(store), "AILEDGER_CHROMIUM": CHROMIUM}
     load = os.getloadavg()
     profile = work / "profile"  # the browser's disk cache and compiled-script cache live here
-    viewport = {"width": 1440, "height": 1000}
     with sync_playwright() as p:
         with streamlit_server(env, work / "streamlit.log") as url:
             pid = _server_pid()
-            ctx = p.chromium.launch_persistent_context(profile, executable_path=CHROMIUM, args=CHROMIUM_ARGS,
-                                                       viewport=viewport)
+            ctx, pg = _browser(p, profile)
             try:
-                ctx.add_init_script(WATCH)
-                pg = ctx.pages[0] if ctx.pages else ctx.new_page()
                 out["first page after start"] = [_timed(pg, pid, "Overview", lambda: pg.goto(url))]
                 order = [p for p in PAGES if p != "overview"] + ["overview"]
                 out["first visit"] = [_nav(pg, pid, p) for p in order[:-1]]
@@ -191,11 +196,8 @@ def one_run(store: Path, work: Path) -> tuple[dict[str, list[tuple[float, float,
                 ctx.close()
         with streamlit_server(env, work / "streamlit-again.log") as url:
             pid = _server_pid()
-            ctx = p.chromium.launch_persistent_context(profile, executable_path=CHROMIUM, args=CHROMIUM_ARGS,
-                                                       viewport=viewport)
+            ctx, pg = _browser(p, profile)
             try:
-                ctx.add_init_script(WATCH)
-                pg = ctx.pages[0] if ctx.pages else ctx.new_page()
                 out["first page after start, returning browser"] = [
                     _timed(pg, pid, "Overview", lambda: pg.goto(url))]
             finally:
