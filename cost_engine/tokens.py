@@ -329,8 +329,10 @@ def model_trend(money_before_recharge: pl.DataFrame, seg: pl.DataFrame, requests
         .agg(pl.col("amount").sum().alias("cost"))
         .collect()
     )
-    s = seg.filter(serving).select("model", "day", "t0", "t1", "dur_s", "alloc_h", "joules")
-    energy = s.group_by("model", "day").agg(pl.col("joules").sum())
+    s = seg.filter(serving).select("model", "day", "t0", "t1", "dur_s", "alloc_h", "joules", "covered_h")
+    # Unknown is not zero: a model-day none of whose held time has telemetry has no energy figure.
+    energy = s.group_by("model", "day").agg(
+        pl.when(pl.col("covered_h").fill_null(0.0).sum() > 0).then(pl.col("joules").sum()).alias("joules"))
     # Split held time at hour edges to see which hours had traffic.
     hourly = split_by(s, "1h", "hour").with_columns((pl.col("f") * pl.col("alloc_h")).alias("h"))
     busy_hours = request_sums(
@@ -352,7 +354,7 @@ def model_trend(money_before_recharge: pl.DataFrame, seg: pl.DataFrame, requests
         cost.join(energy, on=["model", "day"], how="full", coalesce=True)
         .join(occ, on=["model", "day"], how="full", coalesce=True)
         .join(tok, on=["model", "day"], how="full", coalesce=True)
-        .with_columns(pl.col("cost", "joules", "gpu_hours_with_tokens", "gpu_hours_without_tokens").fill_null(0.0),
+        .with_columns(pl.col("cost", "gpu_hours_with_tokens", "gpu_hours_without_tokens").fill_null(0.0),
                       pl.col("output_tokens", "tokens").fill_null(0))
     )
     held = pl.col("gpu_hours_with_tokens") + pl.col("gpu_hours_without_tokens")

@@ -303,7 +303,8 @@ def report() -> None:
             reason = _reason(equivalent, m, s) or "**not explained yet**"
             lines.append(f"- {s['line']}: {s['operator']} in `{s['function']}`: `{change[:160]}` — {reason}")
         lines.append("")
-    lines += _holdout_lines(labels.get("holdout"), equivalent)
+    for name in sorted((n for n in labels if re.fullmatch(r"holdout\d*", n)), key=lambda n: (len(n), n)):
+        lines += _holdout_lines(labels[name], equivalent, name)
     manual_file = RESULTS / "manual.json"
     if manual_file.exists():
         equivalent_manual = {m["name"]: m.get("equivalent") for m in tomllib.loads(MANUAL.read_text())["mutant"]}
@@ -325,19 +326,25 @@ def report() -> None:
     print(f"wrote {DOC.relative_to(ROOT)}")
 
 
-def _holdout_lines(holdout: dict | None, equivalent: dict) -> list[str]:
-    """The holdout table: a sample of sites disjoint from the one the new tests were written
-    against (--every N --offset K), scored as the suite stood when it was drawn; each survivor
-    then either equivalent (mutation/equivalent.toml) or killed by a test named for it in
-    mutation/manual.toml (`site = "module:line"`, its result in manual.json)."""
+def _holdout_lines(holdout: dict | None, equivalent: dict, label: str = "holdout") -> list[str]:
+    """The holdout table of one sample of sites (run label `holdout`, `holdout2`, ...), disjoint
+    from the ones tests were written against (--every N --offset K), scored as the suite stood
+    when it was drawn; each survivor then either equivalent (mutation/equivalent.toml) or killed
+    by a test named for it in mutation/manual.toml (`site = "module:line"` for the first
+    holdout, `site = "holdout2/module:line"` for a later one; its result in manual.json)."""
     if not holdout:
         return []
+    prefix = "" if label == "holdout" else f"{label}/"
     sites = {m.get("site"): m["name"] for m in tomllib.loads(MANUAL.read_text(encoding="utf-8"))["mutant"]
              if m.get("site")} if MANUAL.exists() else {}
+    sites = {k.removeprefix(prefix): v for k, v in sites.items() if k.startswith(prefix) and (prefix or "/" not in k)}
     manual_file = RESULTS / "manual.json"
     outcome = {m["name"]: m.get("after") for m in json.loads(manual_file.read_text())} if manual_file.exists() else {}
-    lines = ["Holdout: a second sample of sites, disjoint from the one the tests above were written against "
-             "(`--every 10 --offset 5`), scored as the suite stood when it was drawn (\"killed / run\"); "
+    first = next(iter(holdout.values()))
+    sample = f"--every {first.get('every', 1)} --offset {first.get('offset', 0)}"
+    nth = {"holdout": "A second", "holdout2": "A third"}.get(label, "Another")
+    lines = [f"Holdout `{label}`: {nth.lower()} sample of sites, disjoint from those tests were written against before it "
+             f"(`{sample}`), scored as the suite stood when it was drawn (\"killed / run\"); "
              "each survivor was then judged equivalent or killed by a new test named for it.", "",
              "| module | holdout: killed / run | equivalent | holdout, equivalents set apart | "
              "killed by a new test since | not explained | now, equivalents set apart | measured |",
@@ -367,7 +374,7 @@ def _holdout_lines(holdout: dict | None, equivalent: dict) -> list[str]:
                      f"{total['same']} | {100 * total['killed'] / now:.1f} % ({total['killed']}/{now}) | "
                      f"{total['new']} | {total['open']} | "
                      f"{100 * (now - total['open']) / now:.1f} % ({now - total['open']}/{now}) | |")
-    lines += ["", "Holdout survivors (line: operator in function, the change, and what became of it):", ""]
+    lines += ["", f"Survivors of `{label}` (line: operator in function, the change, and what became of it):", ""]
     for m in MODULES:
         h = holdout.get(m)
         if not h or not h["survivors"]:

@@ -1277,3 +1277,178 @@ def test_kills_a_cost_rate_for_a_row_with_no_quantity():
     rep = build_report(comp)
     assert by(rep, "by_project", "project") == pytest.approx({"A1": 12.0})
     reconciled(rep, 22.0)
+
+
+# ---------------------------------------------------------------- holdout 2 (issue 25)
+
+
+def test_kills_a_ledger_built_without_cuts_that_fails():
+    """build_ledger without `cuts` (its default): one card g0 in service the whole day, A1 holds it
+    06:00-12:00. The card is cut at its service edges, the allocation's edges and the midnights:
+    [00-06) free 6 card-hours, [06-12) A1 6, [12-24) free 12; nothing over-allocated.
+
+    Mutant (ledger.build_ledger: `cuts is not None or cuts.height`): asks None for its height
+    and fails.
+    """
+    from cost_engine.ledger import build_ledger, resolve_period
+
+    cfg = make_config()
+    period = resolve_period(cfg, None)
+    cards = pl.DataFrame({"gpu_id": ["g0"], "pool": ["p"], "node": ["n0"], "accelerator": ["H100"],
+                          "capacity": [1.0], "svc_start": [DAY0], "svc_end": [DAY0 + timedelta(days=1)]})
+    alloc = pl.DataFrame({"allocation_id": ["a"], "gpu_id": ["g0"], "start": [DAY0 + timedelta(hours=6)],
+                          "end": [DAY0 + timedelta(hours=12)], "share": [1.0]})
+    led = build_ledger(cards, True, alloc, period)
+    seg = led.segments.sort("t0")
+    assert [(r["t0"].hour, r["allocation_id"], r["cap_h"]) for r in seg.iter_rows(named=True)] == [
+        (0, None, 6.0), (6, "a", 6.0), (12, None, 12.0)]
+    assert led.conflicts.height == 0
+
+
+def test_kills_a_cost_row_touching_the_period_start_kept_as_unspread():
+    """A $30 network row of pool p by capacity hours, 2026-09-30 12:00 to 2026-10-01 00:00, ends
+    exactly where the period starts: it lies outside the period and counts 0, and the gaps say
+    so; nothing else names it. A $24 row over the day lands on A1, who holds g0 all day: $24.
+
+    Mutant (allocation.spread_costs keeps rows with ce >= cs): the clipped row [00:00, 00:00)
+    is kept, meets no capacity in its 0 s span and is also named "cost not spread".
+    """
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}],
+                    allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(2, 0), "owner": "A1"}],
+                    costs=[{"cost_id": "before", "category": "network", "amount": 30.0, "pool": "p",
+                            "driver": "capacity_hours", "start": "2026-09-30T12:00:00Z", "end": ts(1, 0)},
+                           {"cost_id": "day", "category": "network", "amount": 24.0, "pool": "p",
+                            "driver": "capacity_hours", "start": ts(1, 0), "end": ts(2, 0)}])
+    rep = report(b)
+    assert by(rep, "by_project", "project") == pytest.approx({"A1": 24.0})
+    assert [g["what"] for g in rep["gaps"] if "before" in g["detail"]] == ["costs outside the period"]
+    assert gaps(rep, "cost not spread") == []
+    reconciled(rep, 24.0)
+
+
+def test_kills_measured_energy_charged_beside_a_power_bill_on_one_segment():
+    """A1 holds g0 00:00-01:00 at 1000 W (one sample at 00:00, a 0 W sample at 01:00; gap limit
+    1 h): 1 kWh of GPU energy, the only segment with energy. A $5 power bill of pool p over the
+    day is spread by energy: all of it on A1. The bill already pays for that energy, so the
+    measured energy (1 x 1.3 x 1.2 = 1.56 kWh x $0.12 = $0.1872) is not charged again: A1 $5.
+
+    Mutant (allocation._measured_energy: no bill coverage looked up when exactly one segment has
+    energy, `used.height == 1`): A1 pays $5 + $0.1872 = $5.1872.
+    """
+    tele = [{"ts": ts(1, 0), "gpu_id": "g0", "util_pct": 50.0, "power_w": 1000.0},
+            {"ts": ts(1, 1), "gpu_id": "g0", "util_pct": 0.0, "power_w": 0.0}]
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}],
+                    allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 1), "owner": "A1"}],
+                    telemetry=tele,
+                    costs=[{"cost_id": "bill", "category": "power", "amount": 5.0, "pool": "p", "driver": "energy",
+                            "start": ts(1, 0), "end": ts(2, 0)}])
+    rep = report(b, activity={"max_sample_gap_s": 3600})
+    assert by(rep, "by_project", "project") == pytest.approx({"A1": 5.0})
+    reconciled(rep, 5.0)
+
+
+def test_kills_idle_classified_without_cards_that_fails():
+    """idle.classify without `cards` (its default) finds the cards of node-scoped events from the
+    segments themselves. g0 (node n0) is free all day with maintenance on node n0 02:00-06:00:
+    4 h maintenance and 20 h no demand, the same pieces as with the ledger's cards.
+
+    Mutant (idle.classify: `if not cards is None`): keeps cards None and fails on the node join.
+    """
+    from cost_engine import idle
+
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p", "node": "n0"}],
+                    events=[{"start": ts(1, 2), "end": ts(1, 6), "kind": "maintenance", "node": "n0"}])
+    comp = compute(b, make_config())
+    args = (comp.seg, comp.bundle["events"], comp.bundle["queue"], comp.period)
+    pieces = idle.classify(*args)
+    hours = pieces.group_by("cause").agg(pl.col("gpu_hours").sum())
+    assert dict(hours.iter_rows()) == pytest.approx({"maintenance": 4.0, "no_demand": 20.0})
+    assert pieces.sort("s_idx", "cause").equals(idle.classify(*args, comp.ledger.cards).sort("s_idx", "cause"))
+
+
+def test_kills_active_hours_per_hour_divided_by_the_part_in_the_hour():
+    """A1 holds g0 00:30-02:00 at 80 % (samples every 30 min from 00:30, a 0 % sample at 02:00;
+    gap limit 1 h): 1.5 active hours on one segment [00:30, 02:00). Per hour, active time is
+    taken as spread evenly over the segment: hour 00 gets 1/3 of it (0.5 h), hour 01 2/3 (1.0 h).
+
+    Mutant (idle.capacity_over_time: active_h / f): 1.5 / (1/3) = 4.5 h in hour 00, 2.25 h in 01.
+    """
+    from cost_engine.idle import capacity_over_time
+
+    tele = [{"ts": ts(1, h), "gpu_id": "g0", "util_pct": 80.0, "power_w": 300.0} for h in (0.5, 1.0, 1.5)]
+    tele.append({"ts": ts(1, 2), "gpu_id": "g0", "util_pct": 0.0, "power_w": 60.0})
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}],
+                    allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0.5), "end": ts(1, 2), "owner": "A1"}],
+                    telemetry=tele)
+    cap = capacity_over_time(compute(b, make_config(activity={"max_sample_gap_s": 3600})).seg).sort("bucket")
+    assert cap["active_gpu_hours"].to_list()[:3] == pytest.approx([0.5, 1.0, 0.0])
+    assert cap["allocated_gpu_hours"].to_list()[:3] == pytest.approx([0.5, 1.0, 0.0])
+
+
+def test_kills_an_allocation_ratio_of_zero_over_zero():
+    """Pool p's only card has capacity 0 (a placeholder in the inventory): each hour has 0
+    available GPU-hours, so its allocation ratio is unknown (null), never 0 / 0.
+
+    Mutant (idle.capacity_over_time: ratio when available >= 0): 0 / 0 = NaN, a non-finite figure.
+    """
+    from cost_engine.idle import capacity_over_time
+
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p", "capacity": 0.0}])
+    cap = capacity_over_time(compute(b, make_config()).seg)
+    assert cap.height == 24
+    assert cap["available_gpu_hours"].sum() == 0.0
+    assert cap["allocation_ratio"].null_count() == 24
+
+
+def test_kills_tokens_that_subtract_cached_input():
+    """Model m costs $24 (served). One request of A1: 100 input, 40 cached input and 60 output
+    tokens, status ok and no latency: 200 tokens in all, all good. Per million good tokens:
+    $24 / 200 x 1e6 = $120,000; the model's daily trend counts 200 tokens on 10-01.
+
+    Mutant (tokens._resolve_batch: input - cached + output): 120 tokens, $200,000 per M good tokens.
+    """
+    rep = report(served([{"request_id": "r", "ts": ts(1, 2), "owner": "A1", "model": "m", "input_tokens": 100,
+                          "cached_input_tokens": 40, "output_tokens": 60}]))
+    m = {r["model"]: r for r in rep["by_model"]}["m"]
+    assert m["good_tokens"] == 200
+    assert m["cost_per_million_good_tokens"] == pytest.approx(120_000.0)
+    assert [(r["day"], r["tokens"]) for r in rep["model_trend"]] == [("2026-10-01", 200)]
+
+
+def test_kills_a_missing_phase_time_unnamed_for_a_model_with_one_request():
+    """Split by phase time (the default); model m (served, $24) has one request without prefill or decode time:
+    its split falls back to token weights, and the gaps name m.
+
+    Mutant (tokens.model_table: the gap only for models with more than one request): no gap.
+    """
+    rep = report(served([{"request_id": "r", "ts": ts(1, 2), "owner": "A1", "model": "m", "input_tokens": 100,
+                          "output_tokens": 100}]))
+    assert gaps(rep, "phase time missing") == ["input/output split fell back to token weights for some requests of: m"]
+
+
+def test_kills_no_price_per_million_for_a_model_with_one_token():
+    """Model m costs $24 (served); its one request has 0 input and 1 output token. The input
+    weight is 0, so the output carries all of it: $24 / 1 token x 1e6 = $24,000,000 per million
+    output tokens, and per million tokens.
+
+    Mutant (tokens.model_table: a price per million only above 1 token): both unknown.
+    """
+    rep = report(served([{"request_id": "r", "ts": ts(1, 2), "owner": "A1", "model": "m", "input_tokens": 0,
+                          "output_tokens": 1}]))
+    m = {r["model"]: r for r in rep["by_model"]}["m"]
+    assert m["cost_per_million_output_tokens"] == pytest.approx(24_000_000.0)
+    assert m["cost_per_million_tokens"] == pytest.approx(24_000_000.0)
+
+
+def test_kills_a_model_day_without_requests_counted_as_one_token():
+    """Model m is served all day ($24) and nobody calls it: its trend row for 10-01 has 0 output
+    tokens and 0 tokens, so no price per million output tokens (null); it has no telemetry, so its
+    energy is unknown (null), not 0 J.
+
+    Mutant (tokens.model_trend: a day without requests filled with 1 token): $24 / 1 x 1e6 =
+    $24,000,000 per million output tokens.
+    """
+    (row,) = report(served([]))["model_trend"]
+    assert (row["day"], row["cost"], row["output_tokens"], row["tokens"]) == ("2026-10-01", 24.0, 0, 0)
+    assert row["cost_per_million_output_tokens"] is None
+    assert row["joules"] is None and row["output_tokens_per_joule"] is None
