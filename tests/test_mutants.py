@@ -1452,3 +1452,74 @@ def test_kills_a_model_day_without_requests_counted_as_one_token():
     assert (row["day"], row["cost"], row["output_tokens"], row["tokens"]) == ("2026-10-01", 24.0, 0, 0)
     assert row["cost_per_million_output_tokens"] is None
     assert row["joules"] is None and row["output_tokens_per_joule"] is None
+
+
+def test_kills_busy_siblings_matched_on_the_exact_instant_instead_of_the_minute():
+    """Job J holds g0 and g1 00:00-00:10 (threshold 5 %, gap limit 120 s). g0 is sampled on each
+    minute at 90 %, g1 at half past each minute at 0 %: g1 covers 00:00:30-00:10, 9.5 min, all
+    inactive. In each of those minutes its sibling g0 was busy, so all of it is oversized
+    request: 9.5 / 60 = 0.158333 GPU-hours, and none underutilized.
+
+    Mutant (activity._oversized: the minute as ts / 60 s, not floored): g1's samples fall on
+    minute m + 0.5, never g0's m: 0.158333 h underutilized, no oversized request.
+    """
+    tele = [{"ts": f"2026-10-01T00:{m:02d}:00Z", "gpu_id": "g0", "util_pct": 90.0, "power_w": 500.0} for m in range(10)]
+    tele += [{"ts": f"2026-10-01T00:{m:02d}:30Z", "gpu_id": "g1", "util_pct": 0.0, "power_w": 100.0} for m in range(10)]
+    b = make_bundle(inventory=[{"gpu_id": g, "pool": "p"} for g in ("g0", "g1")],
+                    allocations=[{"allocation_id": f"a{g}", "gpu_id": g, "start": ts(1, 0), "end": "2026-10-01T00:10:00Z",
+                                  "owner": "A1", "job_id": "J"} for g in ("g0", "g1")],
+                    telemetry=tele)
+    rep = report(b, activity={"max_sample_gap_s": 120})
+    held = {r["cause"]: r["gpu_hours"] for r in rep["idle"] if r["kind"] == "allocated"}
+    assert held == pytest.approx({"oversized_request": 9.5 / 60})
+
+
+def test_kills_card_energy_of_a_sample_before_the_period():
+    """g0 is sampled at 2026-09-30 23:50 (400 W), 10-01 00:00 (1000 W) and 00:10 (0 W); gap limit
+    20 min. The first sample's 600 s x 400 W = 240 kJ were drawn before the period; the second's
+    600 s x 1000 W = 600 kJ in its first quarter hour. Card energy per quarter hour (what the
+    power profile reads) is 600 kJ at 00:00 and nothing before: the profile's first hour averages
+    600,000 J / 3,600 s = 166.67 W = 0.16667 kW.
+
+    Mutant (activity._card_energy keeps samples with joules OR inside the period): the 240 kJ
+    appear at 09-30 23:45, a bucket before the period.
+    """
+    from cost_engine.views_energy import power_profile
+
+    tele = [{"ts": "2026-09-30T23:50:00Z", "gpu_id": "g0", "util_pct": 50.0, "power_w": 400.0},
+            {"ts": ts(1, 0), "gpu_id": "g0", "util_pct": 50.0, "power_w": 1000.0},
+            {"ts": "2026-10-01T00:10:00Z", "gpu_id": "g0", "util_pct": 0.0, "power_w": 0.0}]
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}],
+                    allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 1), "owner": "A1"}],
+                    telemetry=tele)
+    comp = compute(b, make_config(activity={"max_sample_gap_s": 1200}))
+    ce = comp.card_energy
+    assert [(r["bucket"].isoformat(), r["joules"]) for r in ce.iter_rows(named=True)] == [
+        ("2026-10-01T00:00:00+00:00", pytest.approx(600_000.0))]
+    prof = power_profile(comp)
+    assert prof["gpu_kw"][0] == pytest.approx(600_000.0 / 3600 / 1000)
+
+
+def test_kills_energy_priced_at_one_dollar_without_bands():
+    """interval_activity without `bands` prices nothing: g0 draws 1000 W for 2 h (A1 holds it
+    00:00-02:00; samples at 00:00 and 01:00, gap limit 1 h): 7.2 MJ, and price_j (J x price per
+    kWh) is 0 on every interval. With the flat bands of $0.12 per kWh: 7,200,000 x 0.12 = 864,000.
+
+    Mutant (activity.interval_activity: `Bands.flat(1.0)` when none are given): 7,200,000.
+    """
+    from cost_engine.activity import interval_activity
+    from cost_engine.tariffs import Bands
+
+    b = make_bundle(
+        inventory=[{"gpu_id": "g0", "pool": "p"}],
+        allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 2), "owner": "A1"}],
+        telemetry=[{"ts": ts(1, h), "gpu_id": "g0", "util_pct": 50.0, "power_w": 1000.0} for h in (0, 1)],
+    )
+    cfg = make_config(activity={"max_sample_gap_s": 3600})
+    comp = compute(b, cfg)
+    args = (comp.telemetry, comp.ledger.intervals, cfg.activity, comp.period.start, comp.period.end)
+    plain = interval_activity(*args).per_interval
+    assert plain["joules"].sum() == pytest.approx(7_200_000.0)
+    assert plain["price_j"].to_list() == [0.0] * plain.height
+    priced = interval_activity(*args, bands=Bands.flat(0.12)).per_interval
+    assert priced["price_j"].sum() == pytest.approx(864_000.0)
