@@ -343,8 +343,8 @@ def _holdout_lines(holdout: dict | None, equivalent: dict, label: str = "holdout
     first = next(iter(holdout.values()))
     sample = f"--every {first.get('every', 1)} --offset {first.get('offset', 0)}"
     nth = {"holdout": "A second", "holdout2": "A third"}.get(label, "Another")
-    lines = [f"Holdout `{label}`: {nth.lower()} sample of sites, disjoint from those tests were written against before it "
-             f"(`{sample}`), scored as the suite stood when it was drawn (\"killed / run\"); "
+    lines = [f"Holdout `{label}`: {nth.lower()} sample of sites (`{sample}`), disjoint from the earlier samples "
+             "(those tests were written for), scored as the suite stood when it was drawn (\"killed / run\"); "
              "each survivor was then judged equivalent or killed by a new test named for it.", "",
              "| module | holdout: killed / run | equivalent | holdout, equivalents set apart | "
              "killed by a new test since | not explained | now, equivalents set apart | measured |",

@@ -1523,3 +1523,58 @@ def test_kills_energy_priced_at_one_dollar_without_bands():
     assert plain["price_j"].to_list() == [0.0] * plain.height
     priced = interval_activity(*args, bands=Bands.flat(0.12)).per_interval
     assert priced["price_j"].sum() == pytest.approx(864_000.0)
+
+
+def stored(tmp_path, b):
+    """The bundle ingested into a DuckDB store, computed from the store (telemetry read from it)."""
+    from cost_engine import api, store
+
+    db = tmp_path / "s.duckdb"
+    store.ingest(db, b)
+    return db, lambda **config: api.run(db, config=make_config(**config))
+
+
+def test_kills_a_store_whose_sampled_cards_are_not_cut_at_a_bill(tmp_path):
+    """From a store: A1 holds g0 00:00-04:00, which draws 1000 W 00:00-02:00 and 0 W 02:00-04:00
+    (hourly samples, gap limit 1 h). A $8 power bill of pool p by energy, 02:00-04:00, meets no
+    energy in its span: it cannot be spread and stays idle ("cost not spread"). The 2 kWh drawn
+    before 02:00 are measured energy: 2 x 1.3 x 1.2 = 3.12 kWh x $0.12 = $0.3744 on A1.
+
+    Mutant (telemetry store reader: no sampled cards when the table is present): g0 is not cut at
+    the bill's start, its one segment 00:00-04:00 holds 2 kWh spread evenly, half of it inside the
+    bill's span: the $8 land on A1, and half the measured energy is taken as billed.
+    """
+    tele = [{"ts": ts(1, h), "gpu_id": "g0", "util_pct": 50.0, "power_w": w} for h, w in ((0, 1000.0), (1, 1000.0),
+                                                                                       (2, 0.0), (3, 0.0), (4, 0.0))]
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}],
+                    allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 4), "owner": "A1"}],
+                    telemetry=tele,
+                    costs=[{"cost_id": "bill", "category": "power", "amount": 8.0, "pool": "p", "driver": "energy",
+                            "start": ts(1, 2), "end": ts(1, 4)}])
+    _, run = stored(tmp_path, b)
+    rep = build_report(run(activity={"max_sample_gap_s": 3600}))
+    assert by(rep, "by_project", "project") == pytest.approx({"A1": 0.3744})
+    assert any("bill" in d for d in gaps(rep, "cost not spread"))
+    reconciled(rep, 8.3744)
+
+
+def test_kills_a_store_without_a_telemetry_table_that_counts_a_sample_outside(tmp_path):
+    """A store whose telemetry table is missing (made before it existed, or dropped by hand):
+    there is no telemetry, so nothing is outside the inventory, and the gaps say only that
+    telemetry is missing. A1 holds g0 00:00-02:00: 2 allocated GPU-hours, no active hours known.
+
+    Mutant (telemetry store reader: `outside` counts 1 without a table): "1 samples of cards
+    outside the inventory ignored".
+    """
+    import duckdb
+
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}],
+                    allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 2), "owner": "A1"}])
+    db, run = stored(tmp_path, b)
+    with duckdb.connect(str(db)) as con:
+        con.execute("DROP TABLE telemetry")
+    comp = run()
+    assert [d for w, d in comp.gaps if w == "telemetry"] == ["no telemetry: active hours, utilization and energy are unknown"]
+    rep = build_report(comp)
+    assert rep["totals"]["allocated_gpu_hours"] == pytest.approx(2.0)
+    assert rep["totals"]["active_gpu_hours"] is None
