@@ -1578,3 +1578,90 @@ def test_kills_a_store_without_a_telemetry_table_that_counts_a_sample_outside(tm
     rep = build_report(comp)
     assert rep["totals"]["allocated_gpu_hours"] == pytest.approx(2.0)
     assert rep["totals"]["active_gpu_hours"] is None
+
+
+def test_kills_a_one_card_inventory_not_taken_as_an_inventory():
+    """A bundle built in code that does not say which tables it had (`present` empty) but has an
+    inventory of one card g0: the inventory is known from its row. A1 holds g0 06:00-12:00, so
+    18 of its 24 card-hours are unallocated idle (no demand), and no gap says the inventory is
+    missing.
+
+    Mutant (engine.compute: an inventory only with more than one row): "no inventory table",
+    and the 18 free hours are unknown instead of idle.
+    """
+    import dataclasses
+
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}],
+                    allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 6), "end": ts(1, 12), "owner": "A1"}])
+    comp = compute(dataclasses.replace(b, present=frozenset()), make_config())
+    assert not [d for w, d in comp.gaps if w == "inventory"]
+    idle = {(r["kind"], r["cause"]): r["gpu_hours"] for r in build_report(comp)["idle"]}
+    assert idle == pytest.approx({("unallocated", "no_demand"): 18.0})
+
+
+def test_kills_an_over_allocation_gap_in_seconds_times_3600():
+    """a and b both hold all of g0 (share 1 each) 02:00-03:30: shares sum to 2 for 1.5 h from
+    02:00; the gap says so in hours.
+
+    Mutant (engine.compute: the span's seconds x 3600): "for 19440000.00 h".
+    """
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}],
+                    allocations=[{"allocation_id": x, "gpu_id": "g0", "start": ts(1, 2), "end": ts(1, 3.5), "owner": "A1"}
+                                 for x in ("a", "b")])
+    comp = compute(b, make_config())
+    assert [d for w, d in comp.gaps if w == "over-allocation"] == [
+        "g0: shares sum to 2 for 1.50 h from 2026-10-01 02:00Z; split pro rata"]
+
+
+def test_kills_a_half_second_without_power_left_out_of_the_energy_gap():
+    """A1 holds g0 00:00-01:00. Its first sample (00:00:00.000) has no power reading; the next, half
+    a second later, reads 300 W, and so does each minute after (gap limit 120 s). Half a second
+    of covered time has no energy: the gap names g0 ("1 cards report no power or energy counter
+    for some samples: g0").
+
+    Mutant (engine.compute: flagged only past 1.000001 s without energy): no gap.
+    """
+    tele = [{"ts": "2026-10-01T00:00:00Z", "gpu_id": "g0", "util_pct": 50.0},
+            {"ts": "2026-10-01T00:00:00.500Z", "gpu_id": "g0", "util_pct": 50.0, "power_w": 300.0}]
+    tele += [{"ts": f"2026-10-01T00:{m:02d}:00Z", "gpu_id": "g0", "util_pct": 50.0, "power_w": 300.0} for m in range(1, 60)]
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}],
+                    allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 1), "owner": "A1"}],
+                    telemetry=tele)
+    comp = compute(b, make_config(activity={"max_sample_gap_s": 120}))
+    assert [d for w, d in comp.gaps if w == "energy unknown"] == [
+        "1 cards report no power or energy counter for some samples: g0"]
+
+
+def job_of_two(utils=(90.0, 0.0), job="J"):
+    """g0 and g1 held 00:00-02:00 by A1 (job `job`, or none), both at 1000 W with the given
+    utilizations; hourly samples and a 0 W sample at 02:00 (gap limit 1 h)."""
+    tele = [{"ts": ts(1, h), "gpu_id": g, "util_pct": u, "power_w": 1000.0} for h in (0, 1)
+            for g, u in zip(("g0", "g1"), utils)]
+    tele += [{"ts": ts(1, 2), "gpu_id": g, "util_pct": 0.0, "power_w": 0.0} for g in ("g0", "g1")]
+    return make_bundle(inventory=[{"gpu_id": g, "pool": "p"} for g in ("g0", "g1")],
+                       allocations=[{"allocation_id": f"a{g}", "gpu_id": g, "start": ts(1, 0), "end": ts(1, 2),
+                                     "owner": "A1", "job_id": job} for g in ("g0", "g1")],
+                       telemetry=tele)
+
+
+def test_kills_oversized_idle_energy_divided_by_the_server_overhead():
+    """Job J: g0 busy (90 %), g1 inactive (0 %), both 1000 W for 2 h. g1's 2 h are oversized
+    request idle; its energy 2 kWh x 1.3 (server) x 1.2 (PUE) = 3.12 kWh x $0.12 = $0.3744.
+
+    Mutant (engine.enrich_segments: oversized energy cost / server overhead): 2 x 1.2 / 1.3 x
+    0.12 = $0.2215.
+    """
+    rep = report(job_of_two(), activity={"max_sample_gap_s": 3600})
+    held = {r["cause"]: r["cost"] for r in rep["idle"] if r["kind"] == "allocated"}
+    assert held == pytest.approx({"oversized_request": 0.3744})
+
+
+def test_kills_held_idle_energy_divided_by_the_pue():
+    """No job: g1 is simply inactive (0 %) at 1000 W for 2 h: underutilized, its energy 2 kWh x
+    1.3 x 1.2 = 3.12 kWh x $0.12 = $0.3744. (g0 at 90 % is active.)
+
+    Mutant (engine.enrich_segments: held idle energy cost / PUE): 2 x 1.3 / 1.2 x 0.12 = $0.26.
+    """
+    rep = report(job_of_two(job=None), activity={"max_sample_gap_s": 3600})
+    held = {r["cause"]: r["cost"] for r in rep["idle"] if r["kind"] == "allocated"}
+    assert held == pytest.approx({"underutilized": 0.3744})
