@@ -1665,3 +1665,99 @@ def test_kills_held_idle_energy_divided_by_the_pue():
     rep = report(job_of_two(job=None), activity={"max_sample_gap_s": 3600})
     held = {r["cause"]: r["cost"] for r in rep["idle"] if r["kind"] == "allocated"}
     assert held == pytest.approx({"underutilized": 0.3744})
+
+
+def free_pool_and_a_direct_cost():
+    """A1 holds g0 (pool p) 00:00-02:00 without telemetry; pool p's rate is $0 per card-hour (a
+    free pool). B1 holds nothing and carries a direct $10 software row over the day. C1 holds g1
+    of pool q 00:00-01:00, which no cost row, rate or measured energy reaches."""
+    return make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}, {"gpu_id": "g1", "pool": "q"}],
+                       allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 2), "owner": "A1"},
+                                    {"allocation_id": "c", "gpu_id": "g1", "start": ts(1, 0), "end": ts(1, 1), "owner": "C1"}],
+                       owners=[{"tenant": "A", "project": "A1"}, {"tenant": "B", "project": "B1"},
+                               {"tenant": "C", "project": "C1"}],
+                       costs=[{"cost_id": "sw", "category": "software", "amount": 10.0, "owner": "B1",
+                               "start": ts(1, 0), "end": ts(2, 0)}],
+                       rates=[{"pool": "p", "price_per_gpu_hour": 0.0}])
+
+
+def test_kills_known_zeros_and_unknowns_swapped_in_the_owner_table():
+    """No power cost row, so energy cost is measured energy x price. A1: 2 allocated GPU-hours
+    priced at $0 by its pool's rate: cost a known $0.00; no sample measured its energy, so its
+    energy (kWh, CO2e) and energy cost are unknown (null). B1: cost $10.00 (its direct row); it
+    held no card, so it drew no energy: energy cost a known $0.00. C1: its pool q is reached by
+    no cost input, so its cost is unknown and the gap "cost unknown" names q; A1's pool p is
+    reached (by its $0 rate), so A1's $0 stands.
+
+    Mutants (report.owner_table and its helpers):
+    - unmetered also at 0 allocated hours (`>= 0`): B1's energy cost unknown;
+    - an owner "uncosted" when it held any card (`| alloc_h > 0`): A1's $0 cost unknown;
+    - any cost row taken for a power row (`origin == cost | category == power`): energy not priced
+      by measurement, A1's unknown energy cost shown as $0;
+    - energy "metered" at 0 s of readings (`>= 0`): A1's energy 0 kWh instead of unknown.
+    """
+    rep = report(free_pool_and_a_direct_cost())
+    rows = {r["project"]: r for r in rep["by_project"]}
+    a1, b1 = rows["A1"], rows["B1"]
+    assert (a1["allocated_gpu_hours"], a1["cost"]) == pytest.approx((2.0, 0.0))
+    assert (a1["energy_cost"], a1["energy_kwh_gpu"], a1["energy_kwh_facility"], a1["carbon_kg"]) == (None, None, None, None)
+    assert (b1["allocated_gpu_hours"], b1["cost"], b1["energy_cost"]) == pytest.approx((0.0, 10.0, 0.0))
+    assert (rows["C1"]["allocated_gpu_hours"], rows["C1"]["cost"]) == (1.0, None)
+    assert [d.split(":")[0] for d in gaps(rep, "cost unknown")] == ["no cost row, rate or measured energy reaches pool(s) q"]
+    reconciled(rep, 10.0)
+
+
+def test_kills_the_activity_method_named_backwards():
+    """The report's methods name the activity rule in force: "threshold: util >= 5%" by default,
+    "weighted: time x util / 100" in weighted mode.
+
+    Mutant (report.build_report: `if not mode == "threshold"`): each named as the other.
+    """
+    b = free_pool_and_a_direct_cost()
+    assert report(b)["methods"]["activity"] == "threshold: util >= 5%"
+    assert report(b, activity={"mode": "weighted"})["methods"]["activity"] == "weighted: time x util / 100"
+
+
+def one_long_sample() -> pl.DataFrame:
+    """Card g0's one sample, at 00:00:30 (50 %, 100 W): with no next sample it lasts the gap limit."""
+    return pl.DataFrame({"ts": [datetime(2026, 10, 1, 0, 0, 30, tzinfo=timezone.utc)], "gpu_id": ["g0"],
+                         "util_pct": [50.0], "power_w": [100.0], "energy_j": [None]},
+                        schema={"ts": pl.Datetime("us", "UTC"), "gpu_id": pl.String, "util_pct": pl.Float64,
+                                "power_w": pl.Float64, "energy_j": pl.Float64})
+
+
+def test_kills_a_rollup_gap_limit_of_64_buckets():
+    """One-minute buckets allow a gap limit of at most 63 buckets (3,780 s): a sample may then span
+    64 buckets. g0's one sample lasts the limit, 3,780 s from 00:00:30: 30 s in bucket 00:00, 62
+    whole buckets, 30 s in bucket 01:03; covered 3,780 s, 378,000 J at 100 W. A limit of 3,781 s
+    is refused, naming the 63 buckets.
+
+    Mutant (rollup: MAX_PIECES 65): 3,781 s is accepted.
+    """
+    from cost_engine import rollup
+
+    got = rollup.rollup_duckdb(one_long_sample(), 60, max_gap_s=3780).filter(pl.col("covered_s") > 0).sort("bucket_start")
+    assert got.height == 64
+    assert (got["covered_s"][0], got["covered_s"][-1]) == pytest.approx((30.0, 30.0))
+    assert got["covered_s"].sum() == pytest.approx(3780.0)
+    assert got["joules"].sum() == pytest.approx(378_000.0)
+    with pytest.raises(ValueError, match="more than 63 buckets of 60 s"):
+        rollup.parameters(60, max_gap_s=3781)
+
+
+def test_kills_a_rollup_that_closes_the_callers_connection():
+    """rollup_duckdb on a DuckDB connection the caller passes leaves it open for the caller (and
+    closes only the one it opened itself): after the rollup the caller's connection still
+    answers a query.
+
+    Mutant (rollup._duckdb_runs: `if not own: close`): the caller's connection is closed.
+    """
+    import duckdb
+
+    from cost_engine import rollup
+
+    con = duckdb.connect()
+    got = rollup.rollup_duckdb(one_long_sample(), 60, max_gap_s=3780, con=con)
+    assert got["covered_s"].sum() == pytest.approx(3780.0)
+    assert con.execute("SELECT 41 + 1").fetchone() == (42,)
+    con.close()
