@@ -1761,3 +1761,139 @@ def test_kills_a_rollup_that_closes_the_callers_connection():
     assert got["covered_s"].sum() == pytest.approx(3780.0)
     assert con.execute("SELECT 41 + 1").fetchone() == (42,)
     con.close()
+
+
+# ---------------------------------------------------------------- holdout 3 (issue 25)
+
+
+def test_kills_a_direct_cost_spread_past_its_last_day():
+    """Two days (10-01 and 10-02, UTC). A direct $10 row of A1 from 10-01 00:00 to 12:00 lies in
+    10-01 only: A1 $10, the trend $10 on 10-01 and $0 on 10-02.
+
+    Mutant (allocation.slot_range: last slot = search - 1 + 2): the row also meets day 10-02, where
+    its part is 00:00 - 12:00 of the day before, -12 h of 12: -$10 there, A1 $0 in all.
+    """
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}],
+                    allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 2), "owner": "A1"}],
+                    costs=[{"cost_id": "d", "category": "software", "amount": 10.0, "owner": "A1",
+                            "start": ts(1, 0), "end": ts(1, 12)}])
+    rep = report(b, period=TWO_DAYS)
+    assert by(rep, "by_project", "project") == pytest.approx({"A1": 10.0})
+    assert {r["day"]: r["cost"] for r in rep["trend"]} == pytest.approx({"2026-10-01": 10.0, "2026-10-02": 0.0})
+
+
+def test_kills_the_outside_gap_listing_six_rows():
+    """Six $1 rows of pool p lie wholly before the period (09-30): they count 0, and the gap names
+    the first five by id (o1 to o5) after their number.
+
+    Mutant (allocation.spread_costs: `head(6)`): o6 is named too.
+    """
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}],
+                    costs=[{"cost_id": f"o{i}", "category": "network", "amount": 1.0, "pool": "p",
+                            "driver": "capacity_hours", "start": ts(30, 0), "end": ts(30, 12)} for i in range(1, 7)])
+    rep = report(b)
+    assert gaps(rep, "costs outside the period") == [
+        "6 cost rows lie outside the period and count 0: o1, o2, o3, o4, o5"]
+
+
+def test_kills_twenty_one_rows_named_not_spread_by_a_segment_driver():
+    """Pool p's only card g0 enters service at 12:00. 21 network rows of pool p by capacity hours,
+    c01 to c21, all 00:00-12:00, meet no capacity: none can be spread (all idle), and the gaps
+    name the first 20 by id.
+
+    Mutant (allocation.spread_costs: `head(21)`): 21 gaps.
+    """
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p", "in_service_start": ts(1, 12)}],
+                    costs=[{"cost_id": f"c{i:02d}", "category": "network", "amount": 1.0, "pool": "p",
+                            "driver": "capacity_hours", "start": ts(1, 0), "end": ts(1, 12)} for i in range(1, 22)])
+    rep = report(b)
+    named = gaps(rep, "cost not spread")
+    assert len(named) == 20 and named[0].startswith("cost c01:") and named[-1].startswith("cost c20:")
+    reconciled(rep, 21.0)
+    assert rep["reconciliation"]["idle"] == pytest.approx(21.0)
+
+
+def test_kills_cards_frame_that_takes_an_empty_inventory_for_one():
+    """ledger.cards_frame without `has_inventory` decides from the inventory's rows: an empty one
+    is no inventory, so the cards are those the allocations name (g7), in service only while
+    held (00:00-02:00), and the flag comes back False.
+
+    Mutant (`inventory.height >= 0`): an empty inventory counts, no card is known.
+    """
+    from cost_engine.contract import empty
+    from cost_engine.ledger import cards_frame, resolve_period
+
+    b = make_bundle(allocations=[{"allocation_id": "a", "gpu_id": "g7", "start": ts(1, 0), "end": ts(1, 2), "owner": "A1"}])
+    cards, has_inventory = cards_frame(empty("inventory"), b["allocations"], resolve_period(make_config(), None))
+    assert has_inventory is False
+    assert cards["gpu_id"].to_list() == ["g7"]
+
+
+def test_kills_backlog_shares_of_one_and_ties_in_reverse():
+    """g0 and g1 in pool p, A1 holds g0 00:00-06:00: 18 h free on g0 and 24 h on g1 (no demand),
+    and on node n1 (g1) maintenance 00:00-06:00 takes 6 of g1's 24. Idle hours: no demand 36,
+    maintenance 6, 42 in all: shares 36/42 = 0.857143 and 6/42 = 0.142857, summing to 1.
+
+    Ties: with g1 also under a 06:00-12:00 degraded-hardware event, degraded hardware and
+    maintenance both have 6 h (no demand 18 + 12 = 30 h); the backlog lists equal hours by cause
+    name (degraded_hardware, maintenance).
+
+    Mutants (idle.backlog): `sum() and 1.0` divides by 1 (shares 36 and 6); a descending cause
+    order lists maintenance first.
+    """
+    from cost_engine import idle
+
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p", "node": "n0"}, {"gpu_id": "g1", "pool": "p", "node": "n1"}],
+                    allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 6), "owner": "A1"}],
+                    events=[{"start": ts(1, 0), "end": ts(1, 6), "kind": "maintenance", "node": "n1"}])
+    comp = compute(b, make_config())
+    bl = idle.backlog(idle_detail_of(comp))
+    assert dict(zip(bl["cause"], bl["share_of_idle"])) == pytest.approx({"no_demand": 36 / 42, "maintenance": 6 / 42})
+    b2 = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p", "node": "n0"}, {"gpu_id": "g1", "pool": "p", "node": "n1"}],
+                     allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 6), "owner": "A1"}],
+                     events=[{"start": ts(1, 0), "end": ts(1, 6), "kind": "maintenance", "node": "n1"},
+                             {"start": ts(1, 6), "end": ts(1, 12), "kind": "degraded_hardware", "gpu_id": "g1"}])
+    bl = idle.backlog(idle_detail_of(compute(b2, make_config())))
+    assert bl["cause"].to_list() == ["no_demand", "degraded_hardware", "maintenance"]
+    assert bl["gpu_hours"].to_list() == pytest.approx([30.0, 6.0, 6.0])
+
+
+def idle_detail_of(comp):
+    from cost_engine.report import idle_detail
+
+    return idle_detail(comp)
+
+
+def test_kills_idle_by_pool_ties_listed_in_reverse_pool_order():
+    """Pools a and b each have one free card all day: 24 h of no demand each, at the same cost
+    ($0: no prices). Per (kind, cause, pool) equal rows are listed by pool name: a, then b.
+
+    Mutant (idle.by_cause: the keys sorted descending): b, then a.
+    """
+    from cost_engine import idle
+
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "a"}, {"gpu_id": "g1", "pool": "b"}])
+    t = idle.by_cause(idle_detail_of(compute(b, make_config())), ("pool",))
+    assert list(zip(t["cause"], t["pool"], t["gpu_hours"])) == [("no_demand", "a", 24.0), ("no_demand", "b", 24.0)]
+
+
+def test_kills_underutilized_energy_cost_that_adds_the_oversized_part():
+    """Job J holds g0 and g1 00:00-02:00 at 1000 W (hourly samples, gap limit 1 h). g0 is busy
+    00:00-01:00 and inactive 01:00-02:00; g1 is inactive both hours. g1's first hour is
+    oversized request (its sibling worked), its second underutilized, like g0's second hour.
+    Each idle hour draws 1 kWh x 1.3 x 1.2 = 1.56 kWh x $0.12 = $0.1872: oversized request
+    $0.1872, underutilized 2 x $0.1872 = $0.3744.
+
+    Mutant (idle.classify: the underutilized energy cost = rest + oversized instead of rest -
+    oversized): g1's underutilized hour costs 3 x $0.1872, underutilized $0.7488.
+    """
+    tele = [{"ts": ts(1, h), "gpu_id": g, "util_pct": u, "power_w": 1000.0}
+            for h, us in ((0, (90.0, 0.0)), (1, (0.0, 0.0))) for g, u in zip(("g0", "g1"), us)]
+    tele += [{"ts": ts(1, 2), "gpu_id": g, "util_pct": 0.0, "power_w": 0.0} for g in ("g0", "g1")]
+    b = make_bundle(inventory=[{"gpu_id": g, "pool": "p"} for g in ("g0", "g1")],
+                    allocations=[{"allocation_id": f"a{g}", "gpu_id": g, "start": ts(1, 0), "end": ts(1, 2),
+                                  "owner": "A1", "job_id": "J"} for g in ("g0", "g1")],
+                    telemetry=tele)
+    rep = report(b, activity={"max_sample_gap_s": 3600})
+    held = {r["cause"]: (r["gpu_hours"], r["cost"]) for r in rep["idle"] if r["kind"] == "allocated"}
+    assert held == {"oversized_request": pytest.approx((1.0, 0.1872)), "underutilized": pytest.approx((2.0, 0.3744))}
