@@ -1897,3 +1897,68 @@ def test_kills_underutilized_energy_cost_that_adds_the_oversized_part():
     rep = report(b, activity={"max_sample_gap_s": 3600})
     held = {r["cause"]: (r["gpu_hours"], r["cost"]) for r in rep["idle"] if r["kind"] == "allocated"}
     assert held == {"oversized_request": pytest.approx((1.0, 0.1872)), "underutilized": pytest.approx((2.0, 0.3744))}
+
+
+def test_kills_a_request_at_exactly_the_latency_slo_counted_bad():
+    """SLO: latency 30,000 ms (the default). Model m (served, $24): r1 took exactly 30,000 ms and
+    met it; r2 took 30,001 ms and missed it. 100 output tokens each: 100 good tokens of 200,
+    SLO attainment 1/2, $24 / 100 x 1e6 = $240,000 per million good tokens.
+
+    Mutant (tokens._resolve_batch: latency < SLO): r1 misses too, no good token, attainment 0.
+    """
+    rep = report(served([{"request_id": f"r{i}", "ts": ts(1, 2), "owner": "A1", "model": "m", "input_tokens": 0,
+                          "output_tokens": 100, "latency_ms": ms} for i, ms in ((1, 30_000.0), (2, 30_001.0))]))
+    m = {r["model"]: r for r in rep["by_model"]}["m"]
+    assert (m["good_tokens"], m["slo_attainment"]) == (100, pytest.approx(0.5))
+    assert m["cost_per_million_good_tokens"] == pytest.approx(240_000.0)
+
+
+def test_kills_a_model_carbon_in_units_of_1001_grams():
+    """Model m served on g0 00:00-12:00 at 1 kW (carbon_bundle) under a 400 g/kWh tariff all day:
+    12 x 1.56 kWh x 400 g = 7,488 g = 7.488 kg of CO2e.
+
+    Mutant (tokens.model_table: grams / 1001): 7.4805 kg.
+    """
+    b = carbon_bundle([{"start": ts(1, 0), "end": ts(2, 0), "price_per_kwh": 0.1, "carbon_g_per_kwh": 400.0}],
+                      owners=(("svc", 0, 12),))
+    b.tables["allocations"] = b["allocations"].with_columns(pl.lit("inference").alias("workload"), pl.lit("m").alias("model"))
+    rep = report(b, activity={"max_sample_gap_s": 3600})
+    assert {r["model"]: r["carbon_kg"] for r in rep["by_model"]} == {"m": pytest.approx(7.488)}
+
+
+def test_kills_models_without_requests_named_as_missing_phase_time():
+    """Split by phase time (the default). Model m (served, $24) has one request with its phase
+    times; model n is served on g1 and nobody called it. No split fell back to token weights:
+    no "phase time missing" gap.
+
+    Mutant (tokens.model_table: models with requests OR without phase time): n is named.
+    """
+    also = [{"allocation_id": "n", "gpu_id": "g1", "start": ts(1, 0), "end": ts(2, 0), "owner": "svc",
+             "workload": "inference", "model": "n"}]
+    rep = report(served([{"request_id": "r", "ts": ts(1, 2), "owner": "A1", "model": "m", "input_tokens": 100,
+                          "output_tokens": 100, "prefill_ms": 100.0, "decode_ms": 900.0}], also=also))
+    assert {r["model"] for r in rep["by_model"]} == {"m", "n"}
+    assert gaps(rep, "phase time missing") == []
+
+
+def test_kills_the_no_allocation_gap_for_models_with_one_hour():
+    """Model m is served on g0 00:00-01:00 (1 allocated GPU-hour) and called once; model x is
+    called once and served by nothing. The gap names x only.
+
+    Mutant (tokens.model_table: models with exactly 1 allocated hour): names m instead.
+    """
+    rep = report(served([{"request_id": r, "ts": ts(1, 0.5), "owner": "A1", "model": model, "input_tokens": 0,
+                          "output_tokens": 10} for r, model in (("r1", "m"), ("r2", "x"))],
+                        allocation_end=ts(1, 1)))
+    assert gaps(rep, "model without serving allocations") == ["requests for models no inference allocation serves: x"]
+
+
+def test_kills_a_trend_day_with_one_output_token_without_a_price():
+    """Model m is served all day ($24); its one request has 1 output token: the trend's 10-01 price
+    is $24 / 1 x 1e6 = $24,000,000 per million output tokens.
+
+    Mutant (tokens.model_trend: a price only above 1 token): unknown.
+    """
+    (row,) = report(served([{"request_id": "r", "ts": ts(1, 2), "owner": "A1", "model": "m", "input_tokens": 0,
+                             "output_tokens": 1}]))["model_trend"]
+    assert row["cost_per_million_output_tokens"] == pytest.approx(24_000_000.0)
