@@ -1962,3 +1962,22 @@ def test_kills_a_trend_day_with_one_output_token_without_a_price():
     (row,) = report(served([{"request_id": "r", "ts": ts(1, 2), "owner": "A1", "model": "m", "input_tokens": 0,
                              "output_tokens": 1}]))["model_trend"]
     assert row["cost_per_million_output_tokens"] == pytest.approx(24_000_000.0)
+
+
+def test_kills_idle_joules_of_a_split_sample_divided_by_its_part():
+    """A1 holds g0 00:00-02:00; samples at 00:30 and 01:30 read 0 % at 1000 W, a last one at 02:30
+    (gap limit 1 h). A tariff changes at 01:00, so g0 is cut there: the 00:30 sample's 1 kWh is
+    split 0.5 / 0.5 across it, and of the 01:30 sample 0.5 kWh falls before the allocation ends.
+    Held idle (underutilized): 1.5 h covered and inactive, 1.5 kWh of GPU energy.
+
+    Mutant (activity: a piece's idle joules = joules / its fraction): 2 + 2 + 2 = 6 kWh.
+    """
+    tele = [{"ts": ts(1, h), "gpu_id": "g0", "util_pct": 0.0, "power_w": 1000.0} for h in (0.5, 1.5, 2.5)]
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}],
+                    allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 2), "owner": "A1"}],
+                    telemetry=tele,
+                    tariffs=[{"start": ts(1, 0), "end": ts(1, 1), "price_per_kwh": 0.1},
+                             {"start": ts(1, 1), "end": ts(2, 0), "price_per_kwh": 0.2}])
+    rep = report(b, activity={"max_sample_gap_s": 3600})
+    held = {r["cause"]: (r["gpu_hours"], r["energy_kwh_gpu"]) for r in rep["idle"] if r["kind"] == "allocated"}
+    assert held == {"underutilized": pytest.approx((1.5, 1.5))}
