@@ -1981,3 +1981,21 @@ def test_kills_idle_joules_of_a_split_sample_divided_by_its_part():
     rep = report(b, activity={"max_sample_gap_s": 3600})
     held = {r["cause"]: (r["gpu_hours"], r["energy_kwh_gpu"]) for r in rep["idle"] if r["kind"] == "allocated"}
     assert held == {"underutilized": pytest.approx((1.5, 1.5))}
+
+
+def test_kills_a_straddling_sample_expanded_into_the_next_card():
+    """A1 holds g0 00:00-00:30, so g0's intervals are [00:00, 00:30) and [00:30, 24:00); g1 is
+    free all day without telemetry. g0's one sample, at 00:15 (1000 W, gap limit 30 min), lasts
+    to 00:45 across g0's edge: 0.5 kWh in all, 0.25 h of it inside A1's allocation. Telemetry
+    covers 0.25 of A1's 0.5 allocated hours (coverage 0.5); g1 has no energy.
+
+    Mutant (activity.pieces: a straddling sample expanded to e_b + 1 as well): the interval after
+    g0's last is g1's first, [00:00, 24:00), which the sample's whole 30 min overlap: they land on
+    g1 as well, and the GPU energy doubles to 1 kWh.
+    """
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}, {"gpu_id": "g1", "pool": "p"}],
+                    allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 0.5), "owner": "A1"}],
+                    telemetry=[{"ts": "2026-10-01T00:15:00Z", "gpu_id": "g0", "util_pct": 50.0, "power_w": 1000.0}])
+    rep = report(b, activity={"max_sample_gap_s": 1800})
+    assert rep["totals"]["energy_kwh_gpu"] == pytest.approx(0.5)
+    assert rep["totals"]["telemetry_coverage"] == pytest.approx(0.5)
