@@ -1999,3 +1999,16 @@ def test_kills_a_straddling_sample_expanded_into_the_next_card():
     rep = report(b, activity={"max_sample_gap_s": 1800})
     assert rep["totals"]["energy_kwh_gpu"] == pytest.approx(0.5)
     assert rep["totals"]["telemetry_coverage"] == pytest.approx(0.5)
+
+
+def test_kills_a_card_read_that_keeps_a_sample_at_its_end():
+    """A card's samples over [start, end) (the drill-down's telemetry): g0 sampled at 00:00, 01:00
+    and 02:00; asked for [00:00, 02:00) the frame source gives the first two, as the store does.
+
+    Mutant (telemetry.FrameTelemetry.card: ts <= end): the 02:00 sample as well.
+    """
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}],
+                    telemetry=[{"ts": ts(1, h), "gpu_id": "g0", "util_pct": 50.0, "power_w": 300.0} for h in (0, 1, 2)])
+    comp = compute(b, make_config())
+    got = comp.telemetry.card("g0", DAY0, DAY0 + timedelta(hours=2))
+    assert [t.hour for t in got["ts"].to_list()] == [0, 1]
