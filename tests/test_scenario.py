@@ -519,7 +519,13 @@ def test_page_renders():
     at.run()
     assert not at.exception
     assert not at.error
-    assert len(at.number_input) > 20
+    # Only the open section draws its inputs: workload's 10 (the others are lazy expanders).
+    assert len(at.number_input) == 10
+    # Open the hosted API's section (its expander's state, as a click sets it): 4 more inputs.
+    tag = at.number_input[0].key.split(":")[0]
+    at.session_state[f"{tag}:open:options.cloud-api"] = True
+    at.run()
+    assert len(at.number_input) == 14
     # Edit the API's output price and recalculate: the results table follows.
     before = at.dataframe[0].value
     price = next(n for n in at.number_input if n.key.endswith(":price_per_m_output"))
