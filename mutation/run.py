@@ -122,8 +122,28 @@ def test_args(module: str, tree: Path, tests: list[str] | None = None) -> list[s
             "--tb=line", "-o", "addopts=", *marks, *files]
 
 
-def test_command(module: str, tree: Path) -> str:
-    return shlex.join(test_args(module, tree))
+def test_command(module: str, tree: Path, covmap: Path | None = None) -> str:
+    """cosmic-ray's command for one mutant: with a coverage map, only the focused tests that
+    execute the mutated statement (mutation/covered.py), else all of them."""
+    if covmap is None:
+        return shlex.join(test_args(module, tree))
+    pytest_args = test_args(module, tree)[6:]  # after `nice -n 10 python -m pytest`
+    return shlex.join(["nice", "-n", "10", sys.executable, str(ROOT / "mutation" / "covered.py"), "run", "--tree",
+                       str(tree), "--map", str(covmap), "--module", module, "--", *pytest_args])
+
+
+def build_covmap(label: str, tree: Path) -> Path:
+    """One coverage run of the focused tests of the copy, once per label (kept when resuming)."""
+    covmap = WORK / label / "covmap" / "map.json"
+    if not covmap.exists():
+        covmap.parent.mkdir(parents=True, exist_ok=True)
+        print("coverage map: one run of the focused tests", flush=True)
+        files = list(dict.fromkeys(f for m in MODULES for f in TESTS[m] if (tree / f).is_file()))
+        # Every module's focused files in one run (each mutant keeps to its own module's files).
+        args = [*test_args("engine", tree, files)[6:], "-m", "not slow"]
+        subprocess.run([sys.executable, str(ROOT / "mutation" / "covered.py"), "map", "--tree", str(tree), "--out",
+                        str(covmap), "--", *args], check=True)
+    return covmap
 
 
 def site_key(spec: dict) -> str:
@@ -163,14 +183,14 @@ def _spec(m) -> dict:
             "start_pos": list(m.start_pos)}
 
 
-def write_config(module: str, label: str, tree: Path, timeout: float) -> Path:
+def write_config(module: str, label: str, tree: Path, timeout: float, covmap: Path | None = None) -> Path:
     cfg = WORK / label / f"{module}.toml"
     cfg.write_text(
         "[cosmic-ray]\n"
         f'module-path = "cost_engine/{module}.py"\n'
         f"timeout = {timeout}\n"
         "excluded-modules = []\n"
-        f"test-command = {json.dumps(test_command(module, tree))}\n"
+        f"test-command = {json.dumps(test_command(module, tree, covmap))}\n"
         "[cosmic-ray.distributor]\n"
         'name = "local"\n',
         encoding="utf-8",
@@ -182,9 +202,9 @@ def source_hash(path: Path) -> str:
     return hashlib.sha1(path.read_bytes()).hexdigest()
 
 
-def run_module(module: str, label: str, tree: Path, args) -> None:
+def run_module(module: str, label: str, tree: Path, args, covmap: Path | None = None) -> None:
     session = WORK / label / f"{module}.sqlite"
-    cfg = write_config(module, label, tree, args.timeout)
+    cfg = write_config(module, label, tree, args.timeout, covmap)
     fresh = not session.exists()
     if fresh and args.rerun_survivors_of:
         prior = WORK / args.rerun_survivors_of / f"{module}.sqlite"
@@ -197,7 +217,7 @@ def run_module(module: str, label: str, tree: Path, args) -> None:
             shutil.copy2(prior, session)
             prior_meta = WORK / args.rerun_survivors_of / f"{module}.meta.json"
             if prior_meta.exists():  # the same sampled sites, now against the working tree's tests
-                meta = {**json.loads(prior_meta.read_text()), "ref": args.ref, "command": test_command(module, tree)}
+                meta = {**json.loads(prior_meta.read_text()), "ref": args.ref, "command": test_command(module, tree, covmap)}
                 (WORK / label / f"{module}.meta.json").write_text(json.dumps(meta), encoding="utf-8")
             con = sqlite3.connect(session)
             con.execute("DELETE FROM work_results WHERE test_outcome = 'SURVIVED' OR worker_outcome IN ('EXCEPTION', 'ABNORMAL')")
@@ -210,7 +230,7 @@ def run_module(module: str, label: str, tree: Path, args) -> None:
         subprocess.run([bin_path("cosmic-ray"), "init", str(cfg), str(session)], cwd=tree, check=True)
         skip_filtered(session, args.every, tree, args.offset)
         meta = {"every": args.every, "offset": args.offset, "ref": args.ref, "source": source_hash(tree / f"cost_engine/{module}.py"),
-                "command": test_command(module, tree)}
+                "command": test_command(module, tree, covmap)}
         (WORK / label / f"{module}.meta.json").write_text(json.dumps(meta), encoding="utf-8")
     started = time.monotonic()
     print(f"{module}: running mutants (timeout {args.timeout:.0f} s each)", flush=True)
@@ -305,6 +325,9 @@ def report() -> None:
         lines.append("")
     for name in sorted((n for n in labels if re.fullmatch(r"holdout\d*", n)), key=lambda n: (len(n), n)):
         lines += _holdout_lines(labels[name], equivalent, name)
+    full = _rounds(labels, "full")
+    if full:
+        lines += _holdout_lines(full, equivalent, "full")
     manual_file = RESULTS / "manual.json"
     if manual_file.exists():
         equivalent_manual = {m["name"]: m.get("equivalent") for m in tomllib.loads(MANUAL.read_text())["mutant"]}
@@ -342,10 +365,18 @@ def _holdout_lines(holdout: dict | None, equivalent: dict, label: str = "holdout
     outcome = {m["name"]: m.get("after") for m in json.loads(manual_file.read_text())} if manual_file.exists() else {}
     first = next(iter(holdout.values()))
     sample = f"--every {first.get('every', 1)} --offset {first.get('offset', 0)}"
-    nth = {"holdout": "A second", "holdout2": "A third"}.get(label, "Another")
-    lines = [f"Holdout `{label}`: {nth.lower()} sample of sites (`{sample}`), disjoint from the earlier samples "
-             "(those tests were written for), scored as the suite stood when it was drawn (\"killed / run\"); "
-             "each survivor was then judged equivalent or killed by a new test named for it.", "",
+    if label == "full":
+        intro = ("Full run `full` (every site of the modules listed, runs `full`, `full2`, ... together), scored as "
+                 "the suite stood when each module ran (\"killed / run\"); each survivor was then judged equivalent "
+                 "or killed by a new test named for it.")
+    else:
+        # holdout is the second sample drawn (the first is the "after" rounds), holdoutN the (N+1)-th.
+        n = int(label.removeprefix("holdout") or 1) + 1
+        nth = {2: "second", 3: "third", 4: "fourth", 5: "fifth"}.get(n, f"{n}th")
+        intro = (f"Holdout `{label}`: a {nth} sample of sites (`{sample}`), disjoint from the earlier samples "
+                 "(those tests were written for), scored as the suite stood when it was drawn (\"killed / run\"); "
+                 "each survivor was then judged equivalent or killed by a new test named for it.")
+    lines = [intro, "",
              "| module | holdout: killed / run | equivalent | holdout, equivalents set apart | "
              "killed by a new test since | not explained | now, equivalents set apart | measured |",
              "|---|---|---|---|---|---|---|---|"]
@@ -463,6 +494,8 @@ def main() -> None:
     run.add_argument("--timeout", type=float, default=300.0)
     run.add_argument("--rerun-survivors-of", default=None)
     run.add_argument("--keep-tree", action="store_true", help="reuse .mutation/<label>/tree (resume a run)")
+    run.add_argument("--all-tests", action="store_true",
+                     help="run every focused test on each mutant, not only those that execute its statement")
     sub.add_parser("report")
     man = sub.add_parser("manual")
     man.add_argument("--ref", default=None, help="also run the engine tests of this commit on each mutant")
@@ -484,8 +517,10 @@ def main() -> None:
         check_kept_tree(args.label, tree, modules)
     else:
         tree = make_tree(args.label, args.ref)
+        shutil.rmtree(WORK / args.label / "covmap", ignore_errors=True)
+    covmap = None if args.all_tests else build_covmap(args.label, tree)
     for module in modules:
-        run_module(module, args.label, tree, args)
+        run_module(module, args.label, tree, args, covmap)
     report()
 
 
