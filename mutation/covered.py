@@ -95,6 +95,27 @@ def statement_span(source: str, line: int) -> tuple[int, int]:
     return best or (line, line)
 
 
+def _without_function_annotations(tree: ast.AST) -> str:
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            node.returns = None
+            a = node.args
+            for arg in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg]:
+                if arg is not None:
+                    arg.annotation = None
+    return ast.dump(tree)
+
+
+def only_annotations(before: str, after: str) -> bool:
+    """Whether the mutant changed nothing but a function's parameter or return annotations in a
+    module with `from __future__ import annotations`: those are strings never evaluated (no
+    engine function is inspected for its type hints), so no test can see the change."""
+    a, b = ast.parse(before), ast.parse(after)
+    postponed = any(isinstance(n, ast.ImportFrom) and n.module == "__future__" and
+                    any(x.name == "annotations" for x in n.names) for n in a.body)
+    return postponed and ast.dump(a) != ast.dump(b) and _without_function_annotations(a) == _without_function_annotations(b)
+
+
 def select(source: str, lines: dict[str, list[str]], changed: list[int]) -> list[str] | None:
     """The tests to run for a mutant on `changed` lines: node ids or test files, in no particular
     order; None for every focused test (the statement also runs at import); [] when no test
@@ -130,6 +151,9 @@ def run(tree: Path, map_file: Path, module: str, pytest_args: list[str]) -> int:
     names = mapped["contexts"]
     lines = {n: [names[i] for i in ids] for n, ids in mapped["lines"].get(module, {}).items()}
     changed = changed_lines(pristine, current)
+    if only_annotations(pristine, current):
+        print(f"{module}.py lines {changed}: only a function annotation changed, never evaluated")
+        return 0
     chosen = select(pristine, lines, changed) if changed else None
     if chosen == []:
         print(f"no focused test executes {module}.py lines {changed}: the mutant cannot be killed by them")

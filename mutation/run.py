@@ -435,10 +435,12 @@ def _rounds(labels: dict, prefix: str) -> dict:
 def _reason(equivalent: dict, module: str, s: dict) -> str | None:
     """The recorded reason for a survivor, matched on its function, operator and the mutated line's text."""
     changed = " ".join(x[1:].strip() for x in s["diff"] if x.startswith("+"))
-    for entry in equivalent.get(module, []):
+    # [[any]] entries hold in every module (a frozen dataclass, an annotation); they may leave
+    # out the function.
+    for entry in [*equivalent.get(module, []), *equivalent.get("any", [])]:
         # `line` pins an entry whose mutated text is not unique in its function (`.otherwise( 1.0)`).
-        if entry.get("function") == str(s["function"]) and entry["operator"] == s["operator"] and entry["match"] in changed \
-                and entry.get("line", s["line"]) == s["line"]:
+        if entry.get("function", str(s["function"])) == str(s["function"]) and entry["operator"] == s["operator"] \
+                and entry["match"] in changed and entry.get("line", s["line"]) == s["line"]:
             return entry["reason"]
     return None
 

@@ -65,3 +65,19 @@ def test_order_runs_fast_tests_first_and_keeps_a_file_together():
 @pytest.mark.parametrize("missing", [[], ["t.py::gone"]])
 def test_order_leaves_out_tests_the_map_does_not_know(missing):
     assert covered.order(missing, {"t.py::a": 1.0}) == []
+
+
+FUTURE = "from __future__ import annotations\n\n\ndef g(x: int | None = None) -> str | None:\n    return x | 1\n"
+
+
+def test_a_mutant_of_a_function_annotation_alone_is_told_apart():
+    # `int | None` made `int & None`: a postponed annotation, never evaluated
+    assert covered.only_annotations(FUTURE, FUTURE.replace("int | None", "int & None"))
+    assert covered.only_annotations(FUTURE, FUTURE.replace("str | None", "str & None"))
+    # the body's `x | 1` is code, and without the __future__ import annotations are evaluated
+    assert not covered.only_annotations(FUTURE, FUTURE.replace("x | 1", "x & 1"))
+    eager = FUTURE.split("\n", 3)[3]
+    assert not covered.only_annotations(eager, eager.replace("int | None", "int & None"))
+    # a changed default value is code too
+    assert not covered.only_annotations(FUTURE, FUTURE.replace("= None", "= 1"))
+    assert not covered.only_annotations(FUTURE, FUTURE)
