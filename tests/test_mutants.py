@@ -824,6 +824,23 @@ def test_kills_tokens_per_joule_unknown_below_one_joule():
     assert m["output_tokens_per_joule_facility"] == pytest.approx(160.0)
 
 
+def test_kills_a_model_day_with_under_an_hour_of_telemetry_given_no_energy():
+    """The bundle of the test above: samples at 00:00 and 00:01 (max gap 60 s) cover 1 minute
+    of the model's held day, and read 0.5 J. The model's trend on 10-01 knows its energy:
+    joules 0.5, output tokens per joule 100 / 0.5 = 200.
+
+    Mutant (tokens.model_trend: energy known only above 1 covered hour): joules and tokens per
+    joule unknown (null) on that day.
+    """
+    b = served([{"request_id": "r1", "ts": ts(1, 1), "owner": "A1", "model": "m", "input_tokens": 0,
+                 "output_tokens": 100}],
+               telemetry=[{"ts": ts(1, 0), "gpu_id": "g0", "util_pct": 50.0, "energy_j": 0.0},
+                          {"ts": "2026-10-01T00:01:00Z", "gpu_id": "g0", "util_pct": 50.0, "energy_j": 0.5}])
+    (row,) = report(b, activity={"max_sample_gap_s": 60})["model_trend"]
+    assert (row["day"], row["joules"]) == ("2026-10-01", pytest.approx(0.5))
+    assert row["output_tokens_per_joule"] == pytest.approx(200.0)
+
+
 def test_kills_average_power_unknown_for_a_model_held_under_a_second():
     """Model m held on g0 for half a second (00:00:00 to 00:00:00.5); one sample at 00:00 at
     300 W (max gap 60 s). The held half second draws 300 W x 0.5 s = 150 J: average power
@@ -1078,6 +1095,55 @@ def test_kills_a_held_card_read_without_its_samples():
     day = (datetime(2026, 10, 1, tzinfo=timezone.utc), datetime(2026, 10, 2, tzinfo=timezone.utc))
     assert [f"{t:%H:%M}" for t in held.card("g0", *day)["ts"]] == ["01:00", "02:00"]
     assert held.card("g1", *day).height == 0
+
+
+def test_kills_the_held_spans_of_the_other_cards_handed_out():
+    """A scoped view cuts a card's samples at the spans that card was held (views.card_timeline):
+    g0 held 01:00-03:00, g1 held 05:00-06:00. held("g0") is g0's one span, 01:00-03:00.
+
+    Mutant (HeldTelemetry.held: `gpu_id != ...`): g0 gets g1's span 05:00-06:00.
+    """
+    from cost_engine.telemetry import FrameTelemetry, HeldTelemetry
+
+    spans = pl.DataFrame({"gpu_id": ["g0", "g1"], "t0": [ts(1, 1), ts(1, 5)], "t1": [ts(1, 3), ts(1, 6)]}).with_columns(
+        pl.col("t0", "t1").str.to_datetime(time_zone="UTC", time_unit="us"))
+    held = HeldTelemetry(FrameTelemetry(pl.DataFrame()), spans)
+    assert [(f"{a:%H:%M}", f"{b:%H:%M}") for a, b in held.held("g0").rows()] == [("01:00", "03:00")]
+
+
+def test_kills_back_to_back_holds_of_a_card_left_as_two_spans():
+    """g0 held 00:00-02:00 by one allowed allocation and 02:00-04:00 by the next: the card was
+    held without a break, so its merged span is one, 00:00-04:00 (a scoped timeline shows one
+    band, not two cut at 02:00).
+
+    Mutant (telemetry.merged_spans: a new span where an interval starts exactly when the earlier
+    ones ended, `>=`): 00:00-02:00 and 02:00-04:00.
+    """
+    from cost_engine.telemetry import merged_spans
+
+    iv = pl.DataFrame({"gpu_id": ["g0", "g0"], "t0": [DAY0, DAY0 + timedelta(hours=2)],
+                       "t1": [DAY0 + timedelta(hours=2), DAY0 + timedelta(hours=4)]})
+    assert merged_spans(iv).rows() == [("g0", DAY0, DAY0 + timedelta(hours=4))]
+
+
+def test_kills_a_store_without_a_telemetry_table_that_counts_one_row(tmp_path):
+    """The Data page's accepted telemetry rows of a store whose telemetry table is missing
+    (made before it existed, or dropped by hand): 0.
+
+    Mutant (telemetry store reader: `count` gives 1 without a table): "1 row of telemetry".
+    """
+    import duckdb
+
+    from cost_engine.views_data import telemetry_rows
+
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}],
+                    allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 2), "owner": "A1"}],
+                    telemetry=[{"ts": ts(1, 0), "gpu_id": "g0", "util_pct": 50.0}])
+    db, run = stored(tmp_path, b)
+    assert telemetry_rows(run()) == 1  # with its table: the one sample
+    with duckdb.connect(str(db)) as con:
+        con.execute("DROP TABLE telemetry")
+    assert telemetry_rows(run()) == 0
 
 
 def test_kills_a_sample_without_energy_counted_as_one_joule_of_oversized_energy():
