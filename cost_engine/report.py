@@ -162,7 +162,10 @@ def totals(comp: Computation) -> dict:
     active = s["active"] if s["covered"] > 0 else None
     metered = s["energy_s"] > 0
     available = s["available"] if comp.ledger.has_inventory else None
-    cost = float(comp.inputs["amount"].sum())
+    # Unknown is not zero: with no cost input at all while cards were held in pools no cost
+    # reaches, the fleet's cost is unknown; with some input it is that input's sum, and the
+    # gap `cost unknown` names the pools it misses.
+    cost = float(comp.inputs["amount"].sum()) if comp.inputs.height or not uncosted_pools(comp) else None
     tok = request_sums(req.lazy().select(pl.col(*TOKEN_COLS).sum())).row(0, named=True)
     tok = {c: int(tok[c] or 0) for c in TOKEN_COLS}
     m = comp.models

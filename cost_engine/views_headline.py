@@ -63,7 +63,10 @@ UNKNOWN = {
                  "measured; or there is no inventory to measure available hours against.",
     "available_gpu_hours": "Unknown: the bundle has no inventory, so capacity in service is not known.",
     "allocation_rate": "Unknown: the bundle has no inventory, so capacity in service is not known.",
-    "cost_per_gpu_hour": "Unknown: the bundle has no inventory, so capacity in service is not known.",
+    "cost_per_gpu_hour": "Unknown: no cost row, rate or measured energy prices the cards held (the gap 'cost unknown' "
+                         "names their pools), or the bundle has no inventory, so capacity in service is not known.",
+    "cost": "Unknown: no cost row, rate or measured energy prices the cards held (the gap 'cost unknown' on the "
+            "Data page names their pools).",
     "energy_kwh_gpu": "Unknown: no telemetry sample reports power or an energy counter.",
     "output_tokens_per_joule": "Unknown: no energy was measured on the allocations that served the tokens.",
     "cost_per_million_tokens": "Unknown: no model with cost served tokens in the period.",

@@ -1126,6 +1126,87 @@ def test_kills_back_to_back_holds_of_a_card_left_as_two_spans():
     assert merged_spans(iv).rows() == [("g0", DAY0, DAY0 + timedelta(hours=4))]
 
 
+def test_kills_a_card_sampled_exactly_at_the_window_start_left_out_of_the_sampled_cards():
+    """cards(start, end) lists the cards with a sample in [start, end): g0 sampled at 00:00
+    exactly (the start), g1 at 05:00, g2 only at 06:00 (the end, outside). Over 00:00-06:00:
+    g0 and g1.
+
+    Mutants (FrameTelemetry.cards): `ts > start` leaves g0 out (the ledger would not cut its
+    card-time at a bill's edges); `ts <= end` and `|` for `&` take g2 in.
+    """
+    from cost_engine.contract import make_frame
+    from cost_engine.telemetry import FrameTelemetry
+
+    tele = make_frame("telemetry", [{"ts": ts(1, h), "gpu_id": g, "util_pct": 50.0}
+                                    for g, h in (("g0", 0), ("g1", 5), ("g2", 6))])
+    got = FrameTelemetry(tele).cards(datetime(2026, 10, 1, tzinfo=timezone.utc), datetime(2026, 10, 1, 6, tzinfo=timezone.utc))
+    assert got.to_list() == ["g0", "g1"]
+
+
+def test_kills_a_held_card_with_one_sample_read_outside_its_span():
+    """A scoped view of g0, held 01:00-03:00, which has one sample, at 00:00 (before the span):
+    reading g0 over the day gives nothing.
+
+    Mutant (HeldTelemetry.card: the read returned as it is when it has one sample, not none):
+    the 00:00 sample, which the scoped user may not see.
+    """
+    from cost_engine.contract import make_frame
+    from cost_engine.telemetry import FrameTelemetry, HeldTelemetry
+
+    tele = make_frame("telemetry", [{"ts": ts(1, 0), "gpu_id": "g0", "util_pct": 50.0}])
+    spans = pl.DataFrame({"gpu_id": ["g0"], "t0": [ts(1, 1)], "t1": [ts(1, 3)]}).with_columns(
+        pl.col("t0", "t1").str.to_datetime(time_zone="UTC", time_unit="us"))
+    day = (datetime(2026, 10, 1, tzinfo=timezone.utc), datetime(2026, 10, 2, tzinfo=timezone.utc))
+    assert HeldTelemetry(FrameTelemetry(tele), spans).card("g0", *day).height == 0
+
+
+def test_kills_one_held_interval_merged_into_no_span():
+    """A scoped user whose tenant held g0 once, 01:00-03:00: its one span is 01:00-03:00.
+
+    Mutant (telemetry.merged_spans: the empty answer given for one interval, not none): no
+    span, so the user sees none of g0's telemetry.
+    """
+    from cost_engine.telemetry import merged_spans
+
+    iv = pl.DataFrame({"gpu_id": ["g0"], "t0": [DAY0 + timedelta(hours=1)], "t1": [DAY0 + timedelta(hours=3)]})
+    assert merged_spans(iv).rows() == [("g0", DAY0 + timedelta(hours=1), DAY0 + timedelta(hours=3))]
+
+
+def test_kills_the_recharge_detail_dropped_at_exactly_the_limit(monkeypatch):
+    """Model m is served by one allocation (s on g0, the whole day, one rate, no cut): one money
+    row of $24. One project (A1) sent its requests: 1 model row x 1 caller = 1 recharged row.
+    With the limit at exactly 1 row the detail is kept (the limit is the most rows kept in
+    detail): the $24 moved to A1 still names allocation s, and no gap is said. At a limit of 0
+    the row is summed first and the gap `recharge detail` says so.
+
+    Mutant (tokens.recharge: coarse from the limit on, `>=`): at a limit of 1 the allocation is
+    dropped from the moved row and the gap is said.
+    """
+    from cost_engine import tokens
+
+    b = served([{"request_id": "r1", "ts": ts(1, 1), "owner": "A1", "model": "m", "input_tokens": 0,
+                 "output_tokens": 100}])
+    monkeypatch.setattr(tokens, "RECHARGE_DETAIL_ROWS", 1)
+    comp = compute(b, make_config())
+    moved = comp.money.filter(pl.col("origin").str.contains("+recharge", literal=True))
+    assert moved.select("project", "allocation_id", "amount").rows() == [("A1", "s", pytest.approx(24.0))]
+    assert not [g for g in comp.gaps if g[0] == "recharge detail"]
+    monkeypatch.setattr(tokens, "RECHARGE_DETAIL_ROWS", 0)
+    comp = compute(b, make_config())
+    assert [g[0] for g in comp.gaps if g[0] == "recharge detail"] == ["recharge detail"]
+
+
+def test_kills_the_error_share_of_a_model_with_one_request_unknown():
+    """Model m answered one request, and it failed (status error): error share 1 / 1 = 1.0.
+
+    Mutant (tokens.model_table: the share taken only above one request): unknown (null).
+    """
+    b = served([{"request_id": "r1", "ts": ts(1, 1), "owner": "A1", "model": "m", "input_tokens": 10,
+                 "output_tokens": 0, "status": "error"}])
+    m = {r["model"]: r for r in report(b)["by_model"]}["m"]
+    assert m["error_share"] == pytest.approx(1.0)
+
+
 def test_kills_a_store_without_a_telemetry_table_that_counts_one_row(tmp_path):
     """The Data page's accepted telemetry rows of a store whose telemetry table is missing
     (made before it existed, or dropped by hand): 0.

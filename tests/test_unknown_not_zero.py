@@ -144,3 +144,35 @@ def test_co2e_without_a_carbon_intensity_is_unknown_with_energy_measured():
     day = views.energy_daily(comp)
     assert day["energy_kwh_gpu"].to_list() == [pytest.approx(0.1)] and day["co2e_kg"].to_list() == [None]
     assert views.energy_totals(comp)["carbon_kg"] is None
+
+
+def test_a_fleet_with_no_cost_input_at_all_has_an_unknown_total_cost():
+    """g0 in pool p, no cost row, no rate, no telemetry (no measured energy); A1 holds it
+    00:00-06:00 of the 24 h day. Nothing prices anything: the total cost and both costs per
+    GPU-hour are unknown (the report said cost 0.00 and $0.00 per GPU-hour), A1's cost is
+    unknown, and the gap `cost unknown` names pool p. The input side is a fact about the inputs:
+    $0 in, $0 attributed, nothing lost (difference 0).
+
+    With one $24 depreciation row for p (the whole day) the total is known: $24, $24 / 24 available
+    GPU-hours = $1 per GPU-hour, $24 / 6 allocated GPU-hours = $4 per allocated GPU-hour."""
+    def fleet(*costs):
+        return make_bundle(
+            inventory=[{"gpu_id": "g0", "pool": "p"}], owners=[{"tenant": "A", "project": "A1"}],
+            allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 6), "owner": "A1"}],
+            costs=list(costs))
+
+    comp = compute(fleet(), make_config())
+    rep = build_report(comp)
+    t = rep["totals"]
+    cards = {r["key"]: r for r in views.kpi_cards(comp).iter_rows(named=True)}
+    assert cards["cost"]["value"] is None and "no cost row, rate or measured energy" in cards["cost"]["detail"]
+    assert (t["cost"], t["cost_per_gpu_hour"], t["cost_per_allocated_gpu_hour"]) == (None, None, None)
+    assert t["allocated_gpu_hours"] == pytest.approx(6.0)
+    assert [r["cost"] for r in rep["by_project"]] == [None]
+    assert [g["what"] for g in rep["gaps"]].count("cost unknown") == 1
+    assert rep["reconciliation"]["input_cost"] == 0.0 and rep["reconciliation"]["difference"] == 0.0
+    assert "cost         unknown" in render_summary(rep)
+    dep = {"cost_id": "dep", "category": "depreciation", "amount": 24.0, "start": ts(1), "end": ts(2), "pool": "p"}
+    t2 = build_report(compute(fleet(dep), make_config()))["totals"]
+    assert (t2["cost"], t2["cost_per_gpu_hour"], t2["cost_per_allocated_gpu_hour"]) == (
+        pytest.approx(24.0), pytest.approx(1.0), pytest.approx(4.0))
