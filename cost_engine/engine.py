@@ -156,7 +156,7 @@ def compute(bundle: Bundle, config: Config, telemetry: TelemetrySource | None = 
     key = ("telemetry stage", period, config.activity.model_dump_json(), config.energy.flat_price_per_kwh)
     held = memo.get(key) if memo is not None else None
     if held is not None:
-        sampled, ledger = held[0], held[1]
+        ledger = held[0]
     else:
         with source.reader() as r:
             sampled = r.cards(period.start - timedelta(seconds=config.activity.max_sample_gap_s), period.end)
@@ -193,12 +193,12 @@ def compute(bundle: Bundle, config: Config, telemetry: TelemetrySource | None = 
     bands = (Bands.of(bundle["tariffs"], config.energy.flat_price_per_kwh) if bundle["tariffs"].height
              else Bands.flat(config.energy.flat_price_per_kwh))
     if held is not None:
-        ta = held[2]
+        ta = held[1]
     else:
         ta = activity.interval_activity(source, ledger.intervals, config.activity, period.start, period.end, jobs,
                                         known=cards["gpu_id"], bands=bands)
         if memo is not None:
-            memo[key] = (sampled, ledger, ta)
+            memo[key] = (ledger, ta)
     if ta.outside:
         gaps.append(("telemetry", f"{ta.outside} samples of cards outside the inventory ignored"))
     act, oversized = ta.per_interval, ta.oversized

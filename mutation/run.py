@@ -377,7 +377,8 @@ def _holdout_lines(holdout: dict | None, equivalent: dict, label: str = "holdout
                  "(those tests were written for), scored as the suite stood when it was drawn (\"killed / run\"); "
                  "each survivor was then judged equivalent or killed by a new test named for it.")
     lines = [intro, "",
-             "| module | holdout: killed / run | equivalent | holdout, equivalents set apart | "
+             f"| module | {'run' if label == 'full' else 'holdout'}: killed / run | equivalent | "
+             f"{'run' if label == 'full' else 'holdout'}, equivalents set apart | "
              "killed by a new test since | not explained | now, equivalents set apart | measured |",
              "|---|---|---|---|---|---|---|---|"]
     total = {"killed": 0, "run": 0, "same": 0, "new": 0, "open": 0}

@@ -1207,6 +1207,22 @@ def test_kills_the_error_share_of_a_model_with_one_request_unknown():
     assert m["error_share"] == pytest.approx(1.0)
 
 
+def test_kills_a_kilowatt_hour_of_3_600_001_joules_in_the_fleet_energy():
+    """A1 holds g0 00:00-01:00; samples at 00:00 and 00:30 read 1,000 W (gap limit 30 min), so
+    the held hour draws 1,000 W x 3,600 s = 3,600,000 J = exactly 1 kWh (server overhead 1, PUE
+    1: facility 1 kWh too). Compared to 1e-12: a kWh off by one joule is 2.8e-7 off.
+
+    Mutant (engine: J_PER_KWH = 3,600,001): 0.99999972 kWh.
+    """
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}],
+                    allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 1), "owner": "A1"}],
+                    telemetry=[{"ts": t, "gpu_id": "g0", "util_pct": 50.0, "power_w": 1000.0}
+                               for t in (ts(1, 0), "2026-10-01T00:30:00Z")])
+    t = report(b, activity={"max_sample_gap_s": 1800}, energy={"server_overhead": 1.0, "pue": 1.0})["totals"]
+    assert t["energy_kwh_gpu"] == pytest.approx(1.0, rel=1e-12)
+    assert t["energy_kwh_facility"] == pytest.approx(1.0, rel=1e-12)
+
+
 def test_kills_a_store_without_a_telemetry_table_that_counts_one_row(tmp_path):
     """The Data page's accepted telemetry rows of a store whose telemetry table is missing
     (made before it existed, or dropped by hand): 0.
