@@ -1223,6 +1223,45 @@ def test_kills_a_kilowatt_hour_of_3_600_001_joules_in_the_fleet_energy():
     assert t["energy_kwh_facility"] == pytest.approx(1.0, rel=1e-12)
 
 
+def test_kills_the_cached_part_of_an_input_weighing_under_one_token_dropped():
+    """Model m costs $24 (served). One request: 0 uncached and 1 cached input token, 1 output
+    token; token weights input 1, cached 0.5, output 1. Weighted input 0.5 x 1 = 0.5, output 1:
+    the input's share of the cost is 0.5 / 1.5 = 1/3 ($8), all of it on the cached token (its
+    weight 0.5 of the input's 0.5): $8 / 1 cached token = $8,000,000 per million cached tokens.
+
+    Mutant (tokens.model_table: the cached part taken only above 1 weighted input token): the
+    cached part is 0, so $0 per million cached tokens.
+    """
+    b = served([{"request_id": "r1", "ts": ts(1, 1), "owner": "A1", "model": "m", "input_tokens": 0,
+                 "cached_input_tokens": 1, "output_tokens": 1}])
+    rep = report(b, allocation={"token_weights": {"input": 1.0, "cached_input": 0.5, "output": 1.0}})
+    m = {r["model"]: r for r in rep["by_model"]}["m"]
+    assert m["cost_per_million_cached_input_tokens"] == pytest.approx(8_000_000.0)
+    assert m["cost_per_million_output_tokens"] == pytest.approx(16_000_000.0)  # $16 / 1 output token
+
+
+def test_kills_a_fleet_row_kept_idle_lost_when_idle_is_charged_to_owners():
+    """g0 in pool p; A1 holds it 00:00-12:00 (no telemetry). $48 depreciation of p for the day by
+    GPU-hours: A1 $24, p's idle $24. A $10 fleet-wide row (no pool) spread by measured energy
+    meets no energy: it cannot be spread and is kept whole as idle. Idle charged proportionally:
+    p's $24 idle goes to A1 (its only holder): A1 $48. The fleet row has no pool to follow, so it
+    stays idle: input $58 = attributed $48 + idle $10.
+
+    Mutant (engine.charge_idle_to_owners: a row without a pool taken for movable): the $10 is
+    joined to no pool and vanishes: idle $0, $10 missing from the reconciliation.
+    """
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}],
+                    allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 12), "owner": "A1"}],
+                    costs=[{"cost_id": "dep", "category": "depreciation", "amount": 48.0, "pool": "p", "start": ts(1, 0),
+                            "end": ts(2, 0)},
+                           {"cost_id": "fac", "category": "facility", "amount": 10.0, "driver": "energy",
+                            "start": ts(1, 0), "end": ts(2, 0)}])
+    rep = report(b, allocation={"idle": "proportional"})
+    assert by(rep, "by_project", "project") == pytest.approx({"A1": 48.0})
+    assert rep["reconciliation"]["idle"] == pytest.approx(10.0)
+    reconciled(rep, 58.0)
+
+
 def test_kills_a_store_without_a_telemetry_table_that_counts_one_row(tmp_path):
     """The Data page's accepted telemetry rows of a store whose telemetry table is missing
     (made before it existed, or dropped by hand): 0.
