@@ -1196,6 +1196,28 @@ def test_kills_the_recharge_detail_dropped_at_exactly_the_limit(monkeypatch):
     assert [g[0] for g in comp.gaps if g[0] == "recharge detail"] == ["recharge detail"]
 
 
+def test_kills_the_recharge_rows_counted_as_model_rows_over_callers(monkeypatch):
+    """Model m's one money row ($24) with two calling projects, A1 and B1 (100 output tokens
+    each): 1 row x 2 callers = 2 recharged rows. At a limit of 2 the detail is kept; at a limit of
+    1 the row is summed first and the gap `recharge detail` says so (A1 and B1 get $12 each
+    either way).
+
+    Mutant (tokens.recharge: model rows / callers = 0.5): at a limit of 1 the detail is kept and
+    no gap is said.
+    """
+    from cost_engine import tokens
+
+    b = served([{"request_id": f"r{i}", "ts": ts(1, 1), "owner": p, "model": "m", "input_tokens": 0,
+                 "output_tokens": 100} for i, p in enumerate(("A1", "B1"))])
+    for limit, detail in ((2, True), (1, False)):
+        monkeypatch.setattr(tokens, "RECHARGE_DETAIL_ROWS", limit)
+        comp = compute(b, make_config())
+        moved = comp.money.filter(pl.col("origin").str.contains("+recharge", literal=True)).sort("project")
+        assert moved.select("project", "amount").rows() == [("A1", pytest.approx(12.0)), ("B1", pytest.approx(12.0))]
+        assert moved["allocation_id"].to_list() == (["s", "s"] if detail else [None, None])
+        assert bool([g for g in comp.gaps if g[0] == "recharge detail"]) is not detail
+
+
 def test_kills_the_error_share_of_a_model_with_one_request_unknown():
     """Model m answered one request, and it failed (status error): error share 1 / 1 = 1.0.
 
@@ -1260,6 +1282,24 @@ def test_kills_a_fleet_row_kept_idle_lost_when_idle_is_charged_to_owners():
     assert by(rep, "by_project", "project") == pytest.approx({"A1": 48.0})
     assert rep["reconciliation"]["idle"] == pytest.approx(10.0)
     reconciled(rep, 58.0)
+
+
+def test_kills_the_hours_with_tokens_and_the_cache_hit_rate_turned_upside_down():
+    """Model m is served on g0 the whole day (one 24 h segment). One request at 01:00 with 3
+    uncached and 1 cached input token. The model's day: the 01:00 hour saw a request, so
+    1 GPU-hour with tokens, 23 without, occupancy 1/24; the cache hit rate is 1 / (3 + 1) = 0.25.
+
+    Mutants: tokens.model_trend splitting the held hours as f / alloc_h (each hour (1/24) / 24 =
+    1/576 GPU-h, not 1/24 x 24 = 1); tokens.model_table's cache hit rate cached x input tokens
+    (1 x 4 = 4).
+    """
+    b = served([{"request_id": "r1", "ts": ts(1, 1), "owner": "A1", "model": "m", "input_tokens": 3,
+                 "cached_input_tokens": 1, "output_tokens": 1}])
+    rep = report(b)
+    (day,) = rep["model_trend"]
+    assert (day["gpu_hours_with_tokens"], day["gpu_hours_without_tokens"]) == (pytest.approx(1.0), pytest.approx(23.0))
+    assert day["occupancy"] == pytest.approx(1 / 24)
+    assert {r["model"]: r for r in rep["by_model"]}["m"]["cache_hit_rate"] == pytest.approx(0.25)
 
 
 def test_kills_a_store_without_a_telemetry_table_that_counts_one_row(tmp_path):
