@@ -1302,6 +1302,18 @@ def test_kills_the_hours_with_tokens_and_the_cache_hit_rate_turned_upside_down()
     assert {r["model"]: r for r in rep["by_model"]}["m"]["cache_hit_rate"] == pytest.approx(0.25)
 
 
+def test_kills_a_project_only_in_the_aliases_left_unnamed():
+    """The owners table names A1 (tenant A); the aliases map the gateway key `k9` to project X,
+    which no owner row names: X's tenant is unknown, and a gap says so.
+
+    Mutant (engine.compute: the loop over such projects run zero times): no gap.
+    """
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}], owners=[{"tenant": "A", "project": "A1"}],
+                    aliases=[{"source": "gateway", "key": "k9", "project": "X"}],
+                    allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 1), "owner": "A1"}])
+    assert gaps(report(b), "ownership") == ["project 'X' appears only in aliases; its tenant is unknown"]
+
+
 def test_kills_a_store_without_a_telemetry_table_that_counts_one_row(tmp_path):
     """The Data page's accepted telemetry rows of a store whose telemetry table is missing
     (made before it existed, or dropped by hand): 0.
