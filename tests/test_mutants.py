@@ -1314,6 +1314,49 @@ def test_kills_a_project_only_in_the_aliases_left_unnamed():
     assert gaps(report(b), "ownership") == ["project 'X' appears only in aliases; its tenant is unknown"]
 
 
+def test_kills_oversized_util_hours_scaled_by_100_instead_of_divided():
+    """Job j1 holds g0 and g1 00:00-02:00 (5-min samples, the gap cap; threshold 5 %). g0 works at
+    100 % the first hour and idles at 0 % the second; g1 runs at 2 % (inactive) both hours. So g1's
+    first hour is oversized_request (idle while its sibling worked), and the second hour of both
+    cards is underutilized. A $100 row of pool p by utilization over 00:00-02:00: util-hours
+    g0 1 x 1.00 + 1 x 0 = 1, g1 2 x 0.02 = 0.04, total 1.04. g1 pays 100 x 0.04 / 1.04 =
+    $3.846154, all for idle util-hours: 0.02 of them oversized ($1.923077), 0.02 underutilized
+    ($1.923077); g0's idle hour had no utilization, so it pays nothing.
+
+    Mutant (engine.enrich_segments: oversized util-hours x 100 instead of / 100): the oversized
+    part is capped by all of g1's idle util-hours, so oversized_request $3.846154 and
+    underutilized $0.
+    """
+    b = make_bundle(
+        inventory=[{"gpu_id": "g0", "pool": "p", "node": "n0"}, {"gpu_id": "g1", "pool": "p", "node": "n1"}],
+        allocations=[{"allocation_id": f"a-{g}", "gpu_id": g, "start": ts(1, 0), "end": ts(1, 2), "owner": "A1",
+                      "job_id": "j1"} for g in ("g0", "g1")],
+        telemetry=[{"ts": f"2026-10-01T{h:02d}:{m:02d}:00Z", "gpu_id": g,
+                    "util_pct": (100.0 if h == 0 else 0.0) if g == "g0" else 2.0, "power_w": 300.0}
+                   for g in ("g0", "g1") for h in (0, 1) for m in range(0, 60, 5)],
+        costs=[{"cost_id": "u", "category": "other", "amount": 100.0, "driver": "utilization", "pool": "p",
+                "start": ts(1, 0), "end": ts(1, 2)}],
+    )
+    rep = report(b, boundary=NO_POWER)
+    held = {r["cause"]: (r["gpu_hours"], r["cost"]) for r in rep["idle"] if r["kind"] == "allocated"}
+    assert held == {"oversized_request": (pytest.approx(1.0), pytest.approx(100 * 0.02 / 1.04)),
+                    "underutilized": (pytest.approx(2.0), pytest.approx(100 * 0.02 / 1.04))}
+    reconciled(rep, 100.0)
+
+
+def test_kills_the_occupancy_of_a_model_held_under_an_hour_unknown():
+    """Model m is served on g0 00:00-00:30 (0.5 GPU-h held); one request at 00:10. The only hour
+    it was held saw a request: 0.5 GPU-h with tokens, 0 without, occupancy 0.5 / 0.5 = 1.
+
+    Mutant (tokens.model_trend: occupancy only above 1 held GPU-hour): unknown (null).
+    """
+    b = served([{"request_id": "r1", "ts": "2026-10-01T00:10:00Z", "owner": "A1", "model": "m", "input_tokens": 1,
+                 "output_tokens": 1}], allocation_end="2026-10-01T00:30:00Z")
+    (day,) = report(b)["model_trend"]
+    assert (day["gpu_hours_with_tokens"], day["gpu_hours_without_tokens"]) == (pytest.approx(0.5), 0.0)
+    assert day["occupancy"] == pytest.approx(1.0)
+
+
 def test_kills_a_store_without_a_telemetry_table_that_counts_one_row(tmp_path):
     """The Data page's accepted telemetry rows of a store whose telemetry table is missing
     (made before it existed, or dropped by hand): 0.
