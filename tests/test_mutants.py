@@ -1357,6 +1357,101 @@ def test_kills_the_occupancy_of_a_model_held_under_an_hour_unknown():
     assert day["occupancy"] == pytest.approx(1.0)
 
 
+def test_kills_sampled_cards_looked_for_from_a_gap_after_the_period_start():
+    """The bundle of the store test above, from frames, with a gap limit of 5 h: A1 holds g0
+    00:00-04:00, hourly samples 00:00-04:00 at 1000 W until 02:00 and 0 W after. g0 is a sampled
+    card (its samples fall in [period start - 5 h, period end)), so its card-time is cut at the
+    $8 power bill's start (02:00): the bill meets no energy in 02:00-04:00 and stays idle ("cost
+    not spread"); A1 pays its measured 2 kWh: 2 x 1.3 x 1.2 = 3.12 kWh x $0.12 = $0.3744.
+
+    Mutant (engine.compute: sampled cards looked for from period start + 5 h): no sample lies in
+    [05:00, end), g0 is not cut at 02:00, and the bill lands on A1.
+    """
+    tele = [{"ts": ts(1, h), "gpu_id": "g0", "util_pct": 50.0, "power_w": w} for h, w in ((0, 1000.0), (1, 1000.0),
+                                                                                       (2, 0.0), (3, 0.0), (4, 0.0))]
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}],
+                    allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 4), "owner": "A1"}],
+                    telemetry=tele,
+                    costs=[{"cost_id": "bill", "category": "power", "amount": 8.0, "pool": "p", "driver": "energy",
+                            "start": ts(1, 2), "end": ts(1, 4)}])
+    rep = report(b, activity={"max_sample_gap_s": 5 * 3600})
+    assert by(rep, "by_project", "project") == pytest.approx({"A1": 0.3744})
+    assert any("bill" in d for d in gaps(rep, "cost not spread"))
+    reconciled(rep, 8.3744)
+
+
+def test_kills_more_than_ten_counter_resets_listed():
+    """g0 (held by A1 all day) reports its energy counter every hour 00:00-22:00 (23 samples),
+    alternating 1,000 J and 500 J: it goes down at 01:00, 03:00, ..., 21:00, 11 resets. The gaps
+    list the first 10 (each names its sample), no more.
+
+    Mutant (engine.compute: the first 11 listed): 11 lines.
+    """
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}],
+                    allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(2, 0), "owner": "A1"}],
+                    telemetry=[{"ts": ts(1, h), "gpu_id": "g0", "util_pct": 50.0, "energy_j": 500.0 if h % 2 else 1000.0}
+                               for h in range(23)])
+    resets = gaps(report(b, activity={"max_sample_gap_s": 3600}), "energy counter reset")
+    assert len(resets) == 10 and resets[0].startswith("g0 at 2026-10-01 01:00:00Z")
+
+
+def test_kills_the_telemetry_stage_of_a_memo_hit_read_from_the_wrong_slot():
+    """A dashboard rule change reuses the ledger and telemetry stage kept in its memo. A1 holds
+    g0 00:00-12:00 at 100 % (hourly samples, gap 1 h): 12 active GPU-hours. $24 depreciation of p
+    for the day: A1 12 h x $1 = $12. Computed twice with one memo, the second time with idle
+    charged to owners (a rule the memo's key leaves out): the same 12 active hours, and A1 pays
+    $24 (its $12 and the pool's $12 idle).
+
+    Mutant (engine.compute: the telemetry stage taken from another slot of the memo entry): the
+    second run fails.
+    """
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}],
+                    allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 12), "owner": "A1"}],
+                    telemetry=[{"ts": ts(1, h), "gpu_id": "g0", "util_pct": 100.0} for h in range(12)],
+                    costs=[{"cost_id": "dep", "category": "depreciation", "amount": 24.0, "pool": "p",
+                            "start": ts(1, 0), "end": ts(2, 0)}])
+    memo: dict = {}
+    first = build_report(compute(b, make_config(activity={"max_sample_gap_s": 3600}), memo=memo))
+    assert [k[0] for k in memo if k[0] == "telemetry stage"] == ["telemetry stage"]
+    second = build_report(compute(b, make_config(activity={"max_sample_gap_s": 3600}, allocation={"idle": "proportional"}),
+                                  memo=memo))
+    assert (first["totals"]["active_gpu_hours"], second["totals"]["active_gpu_hours"]) == (pytest.approx(12.0),) * 2
+    assert (by(first, "by_project", "project"), by(second, "by_project", "project")) == (
+        {"A1": pytest.approx(12.0)}, {"A1": pytest.approx(24.0)})
+
+
+def test_kills_rates_of_a_model_without_requests_or_input_made_nan():
+    """Model m is served all day ($24) and sent one request of 5 output tokens and no input;
+    model n is served too (on g1, 00:00-12:00) and sent nothing. In the engine's model table (read
+    by the dashboard): m's cache hit rate has no input to divide, n's error share no request:
+    both unknown (null), never NaN.
+
+    Mutants (tokens.model_table: `in_tok >= 0`, `requests >= 0`): 0 / 0 = NaN.
+    """
+    n_alloc = {"allocation_id": "n", "gpu_id": "g1", "start": ts(1, 0), "end": ts(1, 12), "owner": "svc",
+               "workload": "inference", "model": "n"}
+    b = served([{"request_id": "r1", "ts": ts(1, 1), "owner": "A1", "model": "m", "input_tokens": 0,
+                 "output_tokens": 5}], also=[n_alloc])
+    models = {r["model"]: r for r in compute(b, make_config()).models.iter_rows(named=True)}
+    assert models["m"]["cache_hit_rate"] is None and models["m"]["error_share"] == 0.0
+    assert models["n"]["error_share"] is None and models["n"]["allocated_gpu_hours"] == pytest.approx(12.0)
+
+
+def test_kills_a_model_day_without_serving_cards_filled_with_one_dollar():
+    """Model x is sent one request (10 output tokens) and no allocation serves it. Its trend day
+    has no serving money and no held hours: cost $0, 0 GPU-hours with and without tokens, and no
+    occupancy (nothing held).
+
+    Mutant (tokens.model_trend: missing cost and hours filled with 1): $1, 1 GPU-h each, and
+    $1 / 10 tokens = $100,000 per million output tokens.
+    """
+    b = served([{"request_id": "r1", "ts": ts(1, 1), "owner": "A1", "model": "x", "input_tokens": 0,
+                 "output_tokens": 10}])
+    day = {r["model"]: r for r in report(b)["model_trend"]}["x"]
+    assert (day["cost"], day["gpu_hours_with_tokens"], day["gpu_hours_without_tokens"]) == (0.0, 0.0, 0.0)
+    assert day["occupancy"] is None and day["cost_per_million_output_tokens"] == 0.0
+
+
 def test_kills_a_store_without_a_telemetry_table_that_counts_one_row(tmp_path):
     """The Data page's accepted telemetry rows of a store whose telemetry table is missing
     (made before it existed, or dropped by hand): 0.
