@@ -1288,10 +1288,11 @@ def test_kills_the_hours_with_tokens_and_the_cache_hit_rate_turned_upside_down()
     """Model m is served on g0 the whole day (one 24 h segment). One request at 01:00 with 3
     uncached and 1 cached input token. The model's day: the 01:00 hour saw a request, so
     1 GPU-hour with tokens, 23 without, occupancy 1/24; the cache hit rate is 1 / (3 + 1) = 0.25.
+    The day's $24 over its 1 output token: $24,000,000 per million output tokens (to 1e-9).
 
     Mutants: tokens.model_trend splitting the held hours as f / alloc_h (each hour (1/24) / 24 =
     1/576 GPU-h, not 1/24 x 24 = 1); tokens.model_table's cache hit rate cached x input tokens
-    (1 x 4 = 4).
+    (1 x 4 = 4); tokens.model_trend's per-million x 1,000,001 (1e-6 off).
     """
     b = served([{"request_id": "r1", "ts": ts(1, 1), "owner": "A1", "model": "m", "input_tokens": 3,
                  "cached_input_tokens": 1, "output_tokens": 1}])
@@ -1299,6 +1300,7 @@ def test_kills_the_hours_with_tokens_and_the_cache_hit_rate_turned_upside_down()
     (day,) = rep["model_trend"]
     assert (day["gpu_hours_with_tokens"], day["gpu_hours_without_tokens"]) == (pytest.approx(1.0), pytest.approx(23.0))
     assert day["occupancy"] == pytest.approx(1 / 24)
+    assert day["cost_per_million_output_tokens"] == pytest.approx(24_000_000.0, rel=1e-9)
     assert {r["model"]: r for r in rep["by_model"]}["m"]["cache_hit_rate"] == pytest.approx(0.25)
 
 
