@@ -1454,6 +1454,46 @@ def test_kills_a_model_day_without_serving_cards_filled_with_one_dollar():
     assert day["occupancy"] is None and day["cost_per_million_output_tokens"] == 0.0
 
 
+def test_kills_over_allocated_hours_printed_from_hours_of_3_601_seconds():
+    """A1 and B1 both hold g0 the whole day at share 1: its shares sum to 2 for 86,400 s = 24 h,
+    printed as 24.00 h.
+
+    Mutant (engine.compute: hours as seconds / 3,601): 86,400 / 3,601 = 23.99 h.
+    """
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}],
+                    allocations=[{"allocation_id": o, "gpu_id": "g0", "start": ts(1, 0), "end": ts(2, 0), "owner": o}
+                                 for o in ("A1", "B1")])
+    assert gaps(report(b), "over-allocation") == [
+        "g0: shares sum to 2 for 24.00 h from 2026-10-01 00:00Z; split pro rata"]
+
+
+def test_kills_six_cards_without_energy_all_named():
+    """Six cards g0..g5, each held by A1 00:00-01:00 and sampled at 00:00 with a utilization and
+    no power or energy reading: the gap counts 6 cards and names the first 5 (g0 to g4).
+
+    Mutant (engine.compute: the first 6 named): g5 named too.
+    """
+    cards = [f"g{i}" for i in range(6)]
+    b = make_bundle(inventory=[{"gpu_id": g, "pool": "p"} for g in cards],
+                    allocations=[{"allocation_id": g, "gpu_id": g, "start": ts(1, 0), "end": ts(1, 1), "owner": "A1"}
+                                 for g in cards],
+                    telemetry=[{"ts": ts(1, 0), "gpu_id": g, "util_pct": 50.0} for g in cards])
+    assert gaps(report(b, activity={"max_sample_gap_s": 3600}), "energy unknown") == [
+        "6 cards report no power or energy counter for some samples: g0, g1, g2, g3, g4"]
+
+
+def test_kills_the_model_table_sorted_cheapest_first():
+    """Model m is served all day on g0 ($24), model n 00:00-12:00 on g1 ($12). The engine's model
+    table (the dashboard's Models view reads it as it is) lists the costliest first: m, n.
+
+    Mutant (tokens.model_table: cost ascending): n, m.
+    """
+    n_alloc = {"allocation_id": "n", "gpu_id": "g1", "start": ts(1, 0), "end": ts(1, 12), "owner": "svc",
+               "workload": "inference", "model": "n"}
+    models = compute(served([], also=[n_alloc]), make_config()).models
+    assert models.select("model", "cost").rows() == [("m", pytest.approx(24.0)), ("n", pytest.approx(12.0))]
+
+
 def test_kills_a_store_without_a_telemetry_table_that_counts_one_row(tmp_path):
     """The Data page's accepted telemetry rows of a store whose telemetry table is missing
     (made before it existed, or dropped by hand): 0.
