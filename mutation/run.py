@@ -379,9 +379,9 @@ def _holdout_lines(holdout: dict | None, equivalent: dict, label: str = "holdout
     lines = [intro, "",
              f"| module | {'run' if label == 'full' else 'holdout'}: killed / run | equivalent | "
              f"{'run' if label == 'full' else 'holdout'}, equivalents set apart | "
-             "killed by a new test since | not explained | now, equivalents set apart | measured |",
-             "|---|---|---|---|---|---|---|---|"]
-    total = {"killed": 0, "run": 0, "same": 0, "new": 0, "open": 0}
+             "killed by a new test since | not explained | now, equivalents set apart | not run | measured |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    total = {"killed": 0, "run": 0, "same": 0, "new": 0, "open": 0, "pending": 0}
     for m in MODULES:
         h = holdout.get(m)
         if not h:
@@ -397,15 +397,18 @@ def _holdout_lines(holdout: dict | None, equivalent: dict, label: str = "holdout
         total["new"] += len(new)
         total["open"] += left
         now = ran - len(same)
+        total["pending"] += h.get("pending", 0)
         lines.append(f"| {m} | {score(h)} | {len(same)} | {score(h, len(same))} | {len(new)} | {left} | "
-                     f"{100 * (now - left) / now:.1f} % ({now - left}/{now}) | {h.get('measured', '')} |" if now else
-                     f"| {m} | {score(h)} | {len(same)} | — | {len(new)} | {left} | — | {h.get('measured', '')} |")
+                     f"{100 * (now - left) / now:.1f} % ({now - left}/{now}) | {h.get('pending', 0)} | "
+                     f"{h.get('measured', '')} |" if now else
+                     f"| {m} | {score(h)} | {len(same)} | — | {len(new)} | {left} | — | {h.get('pending', 0)} | "
+                     f"{h.get('measured', '')} |")
     if total["run"]:
         now = total["run"] - total["same"]
         lines.append(f"| all | {100 * total['killed'] / total['run']:.1f} % ({total['killed']}/{total['run']}) | "
                      f"{total['same']} | {100 * total['killed'] / now:.1f} % ({total['killed']}/{now}) | "
                      f"{total['new']} | {total['open']} | "
-                     f"{100 * (now - total['open']) / now:.1f} % ({now - total['open']}/{now}) | |")
+                     f"{100 * (now - total['open']) / now:.1f} % ({now - total['open']}/{now}) | {total['pending']} | |")
     lines += ["", f"Survivors of `{label}` (line: operator in function, the change, and what became of it):", ""]
     for m in MODULES:
         h = holdout.get(m)
@@ -446,7 +449,7 @@ def _reason(equivalent: dict, module: str, s: dict) -> str | None:
     return None
 
 
-def manual(ref: str | None, timeout: float) -> None:
+def manual(ref: str | None, timeout: float, site_prefix: str | None = None) -> None:
     """Apply each hand-made mutant of mutation/manual.toml to a copy of the working tree and run
     the test named for it (it must fail); with `ref`, also run the focused engine tests of that
     commit on the same mutant (the suite as it was: did it catch the mutant then?)."""
@@ -459,6 +462,9 @@ def manual(ref: str | None, timeout: float) -> None:
     manual_file = RESULTS / "manual.json"
     earlier = {r["name"]: r for r in json.loads(manual_file.read_text())} if manual_file.exists() else {}
     for m in mutants:
+        if site_prefix and not m.get("site", "").startswith(site_prefix) and m["name"] in earlier:
+            results.append(earlier[m["name"]])  # not run this time: its last result stands
+            continue
         row = {"name": m["name"], "file": m["file"], "test": m["test"]}
         if not ref and "before" in earlier.get(m["name"], {}):
             row["before"] = earlier[m["name"]]["before"]
@@ -503,12 +509,14 @@ def main() -> None:
     man = sub.add_parser("manual")
     man.add_argument("--ref", default=None, help="also run the engine tests of this commit on each mutant")
     man.add_argument("--timeout", type=float, default=600.0)
+    man.add_argument("--site-prefix", default=None,
+                     help="run only the mutants whose site starts with this (e.g. full/); the others keep their last result")
     args = parser.parse_args()
     if args.cmd == "report":
         report()
         return
     if args.cmd == "manual":
-        manual(args.ref, args.timeout)
+        manual(args.ref, args.timeout, args.site_prefix)
         report()
         return
     modules = [m.strip() for m in args.modules.split(",") if m.strip()]

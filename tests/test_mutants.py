@@ -1494,6 +1494,21 @@ def test_kills_the_model_table_sorted_cheapest_first():
     assert models.select("model", "cost").rows() == [("m", pytest.approx(24.0)), ("n", pytest.approx(12.0))]
 
 
+def test_kills_the_phase_split_of_a_request_under_one_millisecond_dropped():
+    """Model m costs $24 (served). One request: 1 input and 1 output token, prefill 0.25 ms and
+    decode 0.75 ms; the input/output split by phase time. Input's share 0.25 / (0.25 + 0.75) =
+    0.25: $6 over 1 input token = $6,000,000 per million input tokens, $18 over the output token.
+
+    Mutant (tokens.model_table: phase times used only above 1 ms in all): the split falls back
+    to token weights, 1 x 1 / (1 x 1 + 4 x 1) = 0.2: $4,800,000 per million input tokens.
+    """
+    b = served([{"request_id": "r1", "ts": ts(1, 1), "owner": "A1", "model": "m", "input_tokens": 1,
+                 "output_tokens": 1, "prefill_ms": 0.25, "decode_ms": 0.75}])
+    m = {r["model"]: r for r in report(b, allocation={"token_split": "phase_time"})["by_model"]}["m"]
+    assert m["cost_per_million_input_tokens"] == pytest.approx(6_000_000.0)
+    assert m["cost_per_million_output_tokens"] == pytest.approx(18_000_000.0)
+
+
 def test_kills_a_store_without_a_telemetry_table_that_counts_one_row(tmp_path):
     """The Data page's accepted telemetry rows of a store whose telemetry table is missing
     (made before it existed, or dropped by hand): 0.
