@@ -1369,13 +1369,7 @@ def test_kills_sampled_cards_looked_for_from_a_gap_after_the_period_start():
     Mutant (engine.compute: sampled cards looked for from period start + 5 h): no sample lies in
     [05:00, end), g0 is not cut at 02:00, and the bill lands on A1.
     """
-    tele = [{"ts": ts(1, h), "gpu_id": "g0", "util_pct": 50.0, "power_w": w} for h, w in ((0, 1000.0), (1, 1000.0),
-                                                                                       (2, 0.0), (3, 0.0), (4, 0.0))]
-    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}],
-                    allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 4), "owner": "A1"}],
-                    telemetry=tele,
-                    costs=[{"cost_id": "bill", "category": "power", "amount": 8.0, "pool": "p", "driver": "energy",
-                            "start": ts(1, 2), "end": ts(1, 4)}])
+    b = bill_after_the_draw()
     rep = report(b, activity={"max_sample_gap_s": 5 * 3600})
     assert by(rep, "by_project", "project") == pytest.approx({"A1": 0.3744})
     assert any("bill" in d for d in gaps(rep, "cost not spread"))
@@ -1983,6 +1977,19 @@ def stored(tmp_path, b):
     return db, lambda **config: api.run(db, config=make_config(**config))
 
 
+def bill_after_the_draw():
+    """A1 holds g0 00:00-04:00; hourly samples at 1000 W until 02:00 and 0 W after; an $8 power
+    bill of pool p by energy for 02:00-04:00."""
+    tele = [{"ts": ts(1, h), "gpu_id": "g0", "util_pct": 50.0, "power_w": w} for h, w in ((0, 1000.0), (1, 1000.0),
+                                                                                       (2, 0.0), (3, 0.0), (4, 0.0))]
+    return make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}],
+                       allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 4),
+                                     "owner": "A1"}],
+                       telemetry=tele,
+                       costs=[{"cost_id": "bill", "category": "power", "amount": 8.0, "pool": "p", "driver": "energy",
+                               "start": ts(1, 2), "end": ts(1, 4)}])
+
+
 def test_kills_a_store_whose_sampled_cards_are_not_cut_at_a_bill(tmp_path):
     """From a store: A1 holds g0 00:00-04:00, which draws 1000 W 00:00-02:00 and 0 W 02:00-04:00
     (hourly samples, gap limit 1 h). A $8 power bill of pool p by energy, 02:00-04:00, meets no
@@ -1993,13 +2000,7 @@ def test_kills_a_store_whose_sampled_cards_are_not_cut_at_a_bill(tmp_path):
     the bill's start, its one segment 00:00-04:00 holds 2 kWh spread evenly, half of it inside the
     bill's span: the $8 land on A1, and half the measured energy is taken as billed.
     """
-    tele = [{"ts": ts(1, h), "gpu_id": "g0", "util_pct": 50.0, "power_w": w} for h, w in ((0, 1000.0), (1, 1000.0),
-                                                                                       (2, 0.0), (3, 0.0), (4, 0.0))]
-    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}],
-                    allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 4), "owner": "A1"}],
-                    telemetry=tele,
-                    costs=[{"cost_id": "bill", "category": "power", "amount": 8.0, "pool": "p", "driver": "energy",
-                            "start": ts(1, 2), "end": ts(1, 4)}])
+    b = bill_after_the_draw()
     _, run = stored(tmp_path, b)
     rep = build_report(run(activity={"max_sample_gap_s": 3600}))
     assert by(rep, "by_project", "project") == pytest.approx({"A1": 0.3744})
