@@ -76,21 +76,27 @@ def _render_batch(figs: Sequence[go.Figure], fmt: str, width: int, height: int, 
                 out.append(await k.calc_fig(fig, opts=opts))
         return out
 
-    result: list[list[bytes]] = []
-    error: list[BaseException] = []
+    for attempt in range(2):
+        result: list[list[bytes]] = []
+        error: list[BaseException] = []
 
-    def target() -> None:
-        try:
-            result.append(asyncio.run(run()))
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller
-            error.append(exc)
+        def target() -> None:
+            try:
+                result.append(asyncio.run(run()))
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                error.append(exc)
 
-    # A fresh thread owns the event loop, so callers inside a running loop work too.
-    t = threading.Thread(target=target, name="ailedger-kaleido", daemon=True)
-    t.start()
-    t.join(RENDER_TIMEOUT_S + 30 * len(figs))
-    if t.is_alive():
-        raise ExportError("rendering timed out")
+        # A fresh thread owns the event loop, so callers inside a running loop work too.
+        t = threading.Thread(target=target, name="ailedger-kaleido", daemon=True)
+        t.start()
+        t.join(RENDER_TIMEOUT_S + 30 * len(figs))
+        if t.is_alive():
+            raise ExportError("rendering timed out")
+        # kaleido can call into its page before the page's script has defined its scopes (a
+        # start-up race seen once in CI on a busy machine): a fresh browser renders it.
+        if error and attempt == 0 and "kaleido_scopes is not defined" in str(error[0]):
+            continue
+        break
     if error:
         raise ExportError(f"rendering failed: {error[0]}") from error[0]
     return result[0]
