@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from datetime import datetime, timedelta
 
 import polars as pl
 
+from . import quarter_activity
 from .config import Activity
 from .contract import TS
 from .ledger import seconds
 from .tariffs import Bands
 from .telemetry import TelemetrySource
+
+if TYPE_CHECKING:
+    from .quarter_store import Rollup
 
 
 def sample_intervals(telemetry: pl.DataFrame, max_gap_s: float, *, presorted: bool = False) -> pl.DataFrame:
@@ -123,6 +128,9 @@ class TelemetryActivity:
     resets: pl.DataFrame  # gpu_id, ts, t_end: each sample interval over which the energy counter went backwards
     samples: int  # samples of the ledger's cards that started inside a window
     outside: int  # rows of the source whose card is not in `known` (ignored)
+    # gpu_id, q (UTC quarter hour number): quarters a rollup without raw samples behind it (made
+    # on Spark) could not stand in for; their sums are spread by time (quarter_activity).
+    undecided: pl.DataFrame | None = None
 
 
 def windows(start: datetime, end: datetime, max_gap_s: float, rows: int, window_rows: int = WINDOW_ROWS) -> list[tuple[datetime, datetime]]:
@@ -156,6 +164,7 @@ def interval_activity(
     window_rows: int | None = None,
     known: pl.Series | None = None,
     bands: Bands | None = None,
+    rollup: "Rollup | None" = None,
 ) -> TelemetryActivity:
     """Per ledger interval: covered_s, active_s, util_s (util% x s), joules, energy-known seconds.
 
@@ -172,7 +181,9 @@ def interval_activity(
     `idle_price_j` (the same for the joules drawn while inactive) and `carbon_j` (J x g/kWh);
     without bands all three are 0.
     `known`: the card ids the `outside` count is taken against (default: the intervals' cards);
-    one reader serves both.
+    one reader serves both. `rollup`: the store's quarter-hour rollup for this rule; where the
+    period allows it, its cells stand in for the raw samples wherever they can
+    (`quarter_activity`), with the same results.
     """
     # Work on integer card codes: sorts, as-of joins and group-bys over millions of samples are
     # several times cheaper than on UUID strings, and every copy is smaller.
@@ -189,6 +200,7 @@ def interval_activity(
     if jobs is not None and jobs.height == 0:
         jobs = None
     job_codes = None
+    job_parts = None
     if jobs is not None:
         # Integer job codes for the per-minute group-bys too; mapped back at the end.
         job_codes = jobs.select("job_id").unique().sort("job_id").with_row_index("jc")
@@ -197,8 +209,8 @@ def interval_activity(
             .join(parts.select("part", "e_idx"), on="e_idx")
             .select(pl.col("part").alias("e_idx"), pl.col("jc").alias("job_id"))
         )
+        job_parts = jobs
         jobs = _JobIndex.of(jobs, parts.height)
-    cap = timedelta(seconds=rule.max_sample_gap_s)
     if rule.mode == "threshold":
         busy = pl.when(pl.col("util_pct") >= rule.threshold_pct).then(1.0).otherwise(0.0)
         # An inactive sample (below the threshold) still had some utilization.
@@ -209,29 +221,32 @@ def interval_activity(
         idle_util = pl.lit(0.0)
     aggs, overs, energy, resets = [], [], [], []
     n_samples = 0
-    with source.reader() as r:
-        outside = r.outside(codes["gpu_id"] if known is None else known)
-        spans = windows(period_start, period_end, rule.max_sample_gap_s, r.count(), window_rows or WINDOW_ROWS)
-        for a, b in spans:
-            tele = _by_card_and_time(r.window(a, b + cap, codes), a, b + cap, codes.height)
-            samples = sample_intervals(tele, rule.max_sample_gap_s, presorted=True).filter(pl.col("ts") < b)
-            del tele
-            n_samples += samples.height
-            if samples.height == 0:
-                continue
-            resets.append(samples.filter(pl.col("counter_reset")).select("gpu_id", "ts", "t_end"))
-            energy.append(_card_energy(samples, period_start, period_end))
-            iv = iv_parts.filter((pl.col("t1") > a) & (pl.col("t0") < b + cap))
-            simple, spread = pieces(samples.select("gpu_id", "ts", "t_end", "dt_s", "util_pct", "joules"), iv)
-            del samples
-            # Samples come sorted by card and time and the parts are numbered the same way, so
-            # the simple pieces' part numbers ascend: a sorted group-by is ~3x cheaper.
-            if simple["e_idx"].is_sorted():
-                simple = simple.with_columns(pl.col("e_idx").set_sorted())
-            aggs += [_per_interval(simple, busy, idle_util), _per_interval(spread, busy, idle_util)]
-            if jobs is not None:
-                overs.append(_oversized(pl.concat([simple, spread]), busy, idle_util, jobs))
-            del simple, spread
+    if quarter_activity.usable(rollup, rule, period_start, period_end):
+        assert rollup is not None
+
+        def raw_sums(tele: pl.DataFrame, clipped: pl.DataFrame) -> tuple[list[pl.DataFrame], list[pl.DataFrame]]:
+            # Pieces over the parts clipped to the raw cells; context pieces tell the oversized
+            # cause which siblings were busy but are not counted.
+            samples = sample_intervals(tele, rule.max_sample_gap_s, presorted=True)
+            simple, spread = pieces(samples.select("gpu_id", "ts", "t_end", "dt_s", "util_pct", "joules"),
+                                    clipped.select("e_idx", "gpu_id", "t0", "t1"))
+            p = pl.concat([simple, spread])
+            p = p.with_columns(clipped["part"].gather(p["e_idx"]).alias("e_idx"),
+                               clipped["counted"].gather(p["e_idx"]).alias("counted"))
+            a = [_per_interval(p.filter(pl.col("counted")), busy, idle_util)]
+            o = [_oversized(p, busy, idle_util, jobs)] if jobs is not None else []
+            return a, o
+
+        with source.reader() as r:
+            qa = quarter_activity.run(r, rollup, codes, iv_parts, job_parts, rule, period_start, period_end,
+                                      codes["gpu_id"] if known is None else known, raw_sums)
+        aggs, overs, energy, resets = qa.aggs, qa.overs, qa.energy, qa.resets
+        n_samples, outside = qa.samples, qa.outside
+        undecided = qa.undecided
+    else:
+        undecided = None
+        outside, n_samples = _raw_windows(source, codes, iv_parts, jobs, rule, busy, idle_util, period_start,
+                                          period_end, window_rows, known, aggs, overs, energy, resets)
     out = intervals.select("e_idx")
     if aggs:
         agg = (
@@ -273,8 +288,39 @@ def interval_activity(
         pl.concat(resets).join(codes, left_on="gpu_id", right_on="gc").select(pl.col("gpu_id_right").alias("gpu_id"), "ts", "t_end")
         if resets else pl.DataFrame(schema={"gpu_id": pl.String, "ts": TS, "t_end": TS})
     ).sort("gpu_id", "ts")
-    return TelemetryActivity(out, oversized, card_energy, resets_f, n_samples, outside)
+    return TelemetryActivity(out, oversized, card_energy, resets_f, n_samples, outside, undecided)
 
+
+
+def _raw_windows(source, codes, iv_parts, jobs, rule, busy, idle_util, period_start, period_end, window_rows, known,
+                 aggs, overs, energy, resets) -> tuple[int, int]:
+    """The raw path: every sample read window by window; appends to the lists, returns (outside, samples)."""
+    cap = timedelta(seconds=rule.max_sample_gap_s)
+    n_samples = 0
+    with source.reader() as r:
+        outside = r.outside(codes["gpu_id"] if known is None else known)
+        spans = windows(period_start, period_end, rule.max_sample_gap_s, r.count(), window_rows or WINDOW_ROWS)
+        for a, b in spans:
+            tele = _by_card_and_time(r.window(a, b + cap, codes), a, b + cap, codes.height)
+            samples = sample_intervals(tele, rule.max_sample_gap_s, presorted=True).filter(pl.col("ts") < b)
+            del tele
+            n_samples += samples.height
+            if samples.height == 0:
+                continue
+            resets.append(samples.filter(pl.col("counter_reset")).select("gpu_id", "ts", "t_end"))
+            energy.append(_card_energy(samples, period_start, period_end))
+            iv = iv_parts.filter((pl.col("t1") > a) & (pl.col("t0") < b + cap))
+            simple, spread = pieces(samples.select("gpu_id", "ts", "t_end", "dt_s", "util_pct", "joules"), iv)
+            del samples
+            # Samples come sorted by card and time and the parts are numbered the same way, so
+            # the simple pieces' part numbers ascend: a sorted group-by is ~3x cheaper.
+            if simple["e_idx"].is_sorted():
+                simple = simple.with_columns(pl.col("e_idx").set_sorted())
+            aggs += [_per_interval(simple, busy, idle_util), _per_interval(spread, busy, idle_util)]
+            if jobs is not None:
+                overs.append(_oversized(pl.concat([simple, spread]), busy, idle_util, jobs))
+            del simple, spread
+    return outside, n_samples
 
 def _by_card_and_time(tele: pl.DataFrame, a: datetime, b: datetime, n_cards: int) -> pl.DataFrame:
     """Samples of a window [a, b) sorted by (card code, ts).
@@ -372,8 +418,9 @@ def _oversized(p: pl.DataFrame, busy: pl.Expr, idle_util: pl.Expr, jobs: _JobInd
     when g alone was busy). One group-by and one join, on a single integer key (job code, minute).
     Returns e_idx, job_id (the job code), over_s, over_j.
     """
+    extra = ["counted"] if "counted" in p.columns else []
     jp = jobs.attach(p.select("e_idx", "gpu_id", "ts", "ov_s", "joules", "frac", busy.alias("busy"),
-                              idle_util.alias("idle_util")))
+                              idle_util.alias("idle_util"), *extra))
     if jp.height == 0:
         return jp.select("e_idx", "job_id", pl.lit(0.0).alias("over_s"), pl.lit(0.0).alias("over_util_s"),
                          pl.lit(0.0).alias("over_j"))
@@ -384,8 +431,10 @@ def _oversized(p: pl.DataFrame, busy: pl.Expr, idle_util: pl.Expr, jobs: _JobInd
     by_minute = jp.filter(pl.col("busy") > 0).group_by("jm").agg(
         pl.col("gpu_id").min().alias("lo_busy"), pl.col("gpu_id").max().alias("hi_busy")
     )
+    # Context pieces (the quarter path's neighbours of raw cells) tell who was busy, never count.
+    counted = pl.col("counted") if "counted" in jp.columns else pl.lit(True)
     idle = (
-        jp.filter(pl.col("busy") < 1)
+        jp.filter((pl.col("busy") < 1) & counted)
         .join(by_minute, on="jm")
         .filter((pl.col("lo_busy") != pl.col("gpu_id")) | (pl.col("hi_busy") != pl.col("gpu_id")))
     )

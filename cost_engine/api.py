@@ -45,9 +45,12 @@ def load_source(source: str | Path, config: Config) -> tuple[Bundle, TelemetrySo
     return overlaps.check_bundle(bundle, config), StoreTelemetry(p)
 
 
-def run(source: str | Path, config_path: str | Path | None = None, config: Config | None = None) -> Computation:
-    """Compute everything for a source under a config (explicit object, file, or discovered)."""
+def run(source: str | Path, config_path: str | Path | None = None, config: Config | None = None,
+        memo: dict | None = None) -> Computation:
+    """Compute everything for a source under a config (explicit object, file, or discovered).
+
+    `memo`: kept by the caller for one data version of the source (engine.compute)."""
     if config is None:
         config = load_config(find_config(source, config_path))
     bundle, telemetry = load_source(source, config)
-    return compute(bundle, config, telemetry=telemetry)
+    return compute(bundle, config, telemetry=telemetry, memo=memo)

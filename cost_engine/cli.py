@@ -130,8 +130,13 @@ def render_summary(rep: dict, top: int = 5) -> str:
 @click.option("--config", "config", type=click.Path(exists=True, dir_okay=False),
               help="TOML config (default: ailedger.toml in the bundle); copied beside the store (its name with .toml).")
 @click.option("--replace", is_flag=True, help="Let records with a known id and new content replace the stored ones.")
-def ingest(bundle: str, db: str, config: str | None, replace: bool) -> None:
-    """Load a bundle folder into a DuckDB store (one transaction, idempotent)."""
+@click.option("--rollup", "rollup_dir", type=click.Path(exists=True, file_okay=False),
+              help="A rollup folder made by `ailedger rollup` (e.g. on Spark) to store with the bundle.")
+def ingest(bundle: str, db: str, config: str | None, replace: bool, rollup_dir: str | None) -> None:
+    """Load a bundle folder into a DuckDB store (one transaction, idempotent).
+
+    The store's quarter-hour telemetry rollup is then brought up to date (in its own transaction);
+    with --rollup, the given rollup folder is stored instead (a fleet whose raw samples stay elsewhere)."""
     from . import store
     from .bundle import BundleError, read_bundle
     from .config import load_config
@@ -150,7 +155,8 @@ def ingest(bundle: str, db: str, config: str | None, replace: bool) -> None:
             seen[table] = done
 
         try:
-            result = store.ingest(db, b, replace=replace, progress=progress)
+            result = store.ingest(db, b, replace=replace, progress=progress,
+                                  rollup=None if rollup_dir else cfg.activity)
         except store.StoreConflict as exc:
             _fail(f"{exc} (nothing was written; use --replace to overwrite)")
         except store.StoreError as exc:  # not a store, newer or damaged, disk full: said first
@@ -160,6 +166,18 @@ def ingest(bundle: str, db: str, config: str | None, replace: bool) -> None:
     if cfg_src is not None:
         # Keep the bundle's config beside the store so `ailedger report FILE` reads the same period.
         click.echo(keep_config(Path(cfg_src), Path(db)))
+    if rollup_dir:
+        from . import quarter_store
+
+        try:
+            n = quarter_store.ingest_rollup(db, rollup_dir)
+        except (ValueError, store.StoreError) as exc:
+            _fail(f"{rollup_dir}: {exc}")
+        click.echo(f"telemetry rollup: {n:,} card quarter hours stored from {rollup_dir}")
+    elif result.rollup_s is not None:
+        click.echo(f"telemetry rollup refreshed in {result.rollup_s:.1f} s")
+    elif result.rollup_error is not None:
+        click.echo(f"telemetry rollup not refreshed ({result.rollup_error}); reports read raw samples")
     if b.rejected.height:
         click.echo(f"{b.rejected.height} rows rejected (kept in the store's rejected table):")
         for r in b.rejected.head(20).iter_rows(named=True):
@@ -233,6 +251,41 @@ def explain(source: str, config: str | None, tenant, project, model, as_json: bo
 
 
 from .scenario_cli import scenario  # noqa: E402  (a subcommand kept in its own module)
+
+@main.command("rollup")
+@click.argument("telemetry", type=str)
+@click.argument("out", type=str)
+@click.option("--config", "config", type=click.Path(exists=True, dir_okay=False),
+              help="Config whose [activity] rule the rollup is made for (default: the default rule).")
+@click.option("--master", default=None, help="Run on Apache Spark with this master (local[4], spark://..., yarn).")
+def rollup_cmd(telemetry: str, out: str, config: str | None, master: str | None) -> None:
+    """Roll telemetry Parquet up per card and UTC quarter hour into a rollup folder OUT.
+
+    On DuckDB by default; with --master on Spark (pyspark), where TELEMETRY and OUT may be object
+    storage. Store it with `ailedger ingest BUNDLE --db FILE --rollup OUT`."""
+    from . import quarters
+    from .config import load_config
+
+    try:
+        rule = load_config(Path(config) if config else None).activity
+        quarters.check_rule(rule)
+    except (ConfigError, ValueError) as exc:
+        _fail(str(exc))
+    if master is None:
+        quarters.duckdb_rollup(telemetry, out, rule)
+    else:
+        try:
+            from pyspark.sql import SparkSession
+        except ImportError:
+            _fail("--master needs pyspark (pip install pyspark)")
+        spark = (SparkSession.builder.master(master).appName("ailedger-rollup")
+                 .config("spark.sql.session.timeZone", "UTC").getOrCreate())
+        try:
+            quarters.spark_rollup(spark, telemetry, out, rule)
+        finally:
+            spark.stop()
+    click.echo(f"rollup written to {out} (rule {quarters.rule_key(rule)})")
+
 
 main.add_command(scenario)
 from .import_cli import collect, export, import_cmd  # noqa: E402

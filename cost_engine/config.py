@@ -199,6 +199,14 @@ class Alerts(_Strict):
     model_cost_per_million_up_pct: float | None = Field(None, ge=0, le=MAX_ALERT_PCT)
 
 
+class Engine(_Strict):
+    """How the engine reads telemetry (never what it computes)."""
+
+    # "auto": a store's quarter-hour rollup stands in for raw samples wherever it gives the same
+    # figures (docs/engine.md); "off": every raw sample is read (the reference path).
+    rollup: Literal["auto", "off"] = "auto"
+
+
 class Config(_Strict):
     period: Period = Period()
     boundary: Boundary = Boundary()
@@ -208,6 +216,7 @@ class Config(_Strict):
     slo: Slo = Slo()
     validation: Validation = Validation()
     alerts: Alerts = Alerts()
+    engine: Engine = Engine()
     # Extension: exchange rates into period.currency, e.g. {"EUR" = 1.08}.
     currency_rates: dict[str, float] = Field(default_factory=dict)
 

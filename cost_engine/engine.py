@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 
 import polars as pl
 
-from . import activity, allocation, idle, tokens
+from . import activity, allocation, idle, quarter_activity, tokens
 from .bundle import Bundle, release_pages, spill_folder
 from .config import Config
 from .contract import IDLE, TS
@@ -150,16 +150,26 @@ def compute(bundle: Bundle, config: Config, telemetry: TelemetrySource | None = 
             alloc = alloc.join(unknown.select("allocation_id"), on="allocation_id", how="anti")
 
     source = telemetry if telemetry is not None else FrameTelemetry(bundle["telemetry"])
-    # The ledger and the telemetry stage depend on the data, the period, the activity rule and the
-    # flat energy price, nothing else of the config (card_cuts): the key of what `memo` keeps.
-    # (The period with its time zone, which cuts the days, and its currency, which the ledger keeps.)
-    key = ("telemetry stage", period, config.activity.model_dump_json(), config.energy.flat_price_per_kwh)
+    # The ledger and the telemetry stage depend on the data, the period, the activity rule, the
+    # flat energy price and how telemetry is read, nothing else of the config (card_cuts): the key
+    # of what `memo` keeps. (The period with its time zone, which cuts the days, and its
+    # currency, which the ledger keeps.)
+    key = ("telemetry stage", period, config.activity.model_dump_json(), config.energy.flat_price_per_kwh,
+           config.engine.rollup)
     held = memo.get(key) if memo is not None else None
+    rollup = None
     if held is not None:
         ledger = held[0]
     else:
         with source.reader() as r:
-            sampled = r.cards(period.start - timedelta(seconds=config.activity.max_sample_gap_s), period.end)
+            if config.engine.rollup == "auto":
+                rollup = r.rollup(config.activity)
+            since = period.start - timedelta(seconds=config.activity.max_sample_gap_s)
+            if quarter_activity.usable(rollup, config.activity, period.start, period.end):
+                assert rollup is not None
+                sampled = quarter_activity.sampled_cards(rollup, since, period.end)
+            else:
+                sampled = r.cards(since, period.end)
         ledger = build_ledger(cards, has_inventory, alloc, period, card_cuts(bundle, cards, config, period, sampled))
     for row in (
         ledger.conflicts.group_by("gpu_id")
@@ -196,11 +206,18 @@ def compute(bundle: Bundle, config: Config, telemetry: TelemetrySource | None = 
         ta = held[1]
     else:
         ta = activity.interval_activity(source, ledger.intervals, config.activity, period.start, period.end, jobs,
-                                        known=cards["gpu_id"], bands=bands)
+                                        known=cards["gpu_id"], bands=bands, rollup=rollup)
         if memo is not None:
             memo[key] = (ledger, ta)
+    del rollup  # hundreds of MB at fleet scale, and nothing after the telemetry stage reads it
     if ta.outside:
         gaps.append(("telemetry", f"{ta.outside} samples of cards outside the inventory ignored"))
+    if ta.undecided is not None and ta.undecided.height:
+        first = ", ".join(f"{r['gpu_id']} {datetime.fromtimestamp(r['q'] * 900, timezone.utc):%Y-%m-%d %H:%M}Z"
+                          for r in ta.undecided.head(5).iter_rows(named=True))
+        gaps.append(("telemetry rollup", f"{ta.undecided.height} card quarter hours need raw samples the store does "
+                     f"not hold (a ledger or tariff edge inside, or an undecided multi-card job): their activity "
+                     f"and energy are spread by time, e.g. {first}"))
     act, oversized = ta.per_interval, ta.oversized
     has_telemetry = ta.samples > 0
     if has_telemetry:

@@ -58,7 +58,9 @@ _THR = "CAST($threshold AS DOUBLE)"
 # Offsets 0..63: the buckets a sample that crosses bucket edges is spread over.
 _OFFSETS = "(VALUES " + ", ".join(f"({k})" for k in range(MAX_PIECES)) + ") AS o(k)"
 
-ROLLUP_SQL = f"""
+# Each sample's interval [t_us, end_us) and counter delta, by the engine's rule (also the
+# start of quarters.py's rollup, which the report reads).
+INTERVALS_SQL = f"""
 WITH s AS (
     SELECT gpu_id, t_us, util_pct, power_w, energy_j,
            LEAD(t_us) OVER (PARTITION BY gpu_id ORDER BY t_us) AS next_us,
@@ -71,7 +73,9 @@ iv AS (
                 ELSE t_us + {_GAP} END AS end_us,
            CASE WHEN next_us IS NOT NULL AND next_us <= t_us + {_GAP} THEN next_j - energy_j END AS delta_j
     FROM s
-),
+)"""
+
+ROLLUP_SQL = INTERVALS_SQL + f""",
 smp AS (
     SELECT gpu_id, t_us, end_us, util_pct, power_w, energy_j,
            CAST(end_us - t_us AS DOUBLE) / 1e6 AS dt_s,

@@ -152,6 +152,8 @@ class IngestResult:
     conflicts: list[Conflict] = field(default_factory=list)  # the conflicts replace=True overwrote
     rejected: int = 0  # rejection rows newly stored
     notes: int = 0  # notes newly stored
+    rollup_s: float | None = None  # seconds the quarter-hour rollup took after the commit (None: not refreshed)
+    rollup_error: str | None = None  # why the rollup was not refreshed (reports read raw samples meanwhile)
 
     @property
     def total_inserted(self) -> int:
@@ -795,6 +797,7 @@ def ingest(
     source: str | None = None,
     batch_rows: int = DEFAULT_BATCH_ROWS,
     user: str | None = None,
+    rollup: Any = "stored",
 ) -> IngestResult:
     """Add a bundle to the store (created on first use) in one transaction.
 
@@ -809,6 +812,11 @@ def ingest(
     place once committed, so a process killed meanwhile leaves no half-made store under the
     name (see _create). A write that finds no room (disk full) is a StoreError that says so
     first; nothing of the ingest was written.
+
+    `rollup` (a config.Activity rule): after the commit, bring the store's quarter-hour rollup
+    up to date for that rule (quarter_store.refresh; its time in `rollup_s`); "stored" (the
+    default): for the rule the store's rollup was made for, if it has one; None: leave it (it
+    is stale until the next refresh, and reports read raw samples meanwhile).
     """
     if batch_rows < 1:
         raise ValueError("batch_rows must be positive")
@@ -828,12 +836,35 @@ def ingest(
         # A store of an older ailedger whose first ingest was killed: no table, nothing to lose.
         for leftover in (path, path.with_name(path.name + ".wal")):
             leftover.unlink(missing_ok=True)
+    result = None
     if not path.exists():
-        created = _create(path, bundle, run)
-        if created is not None:
-            return created
-        # Another process created the store meanwhile: add to it like any later ingest.
-    return _ingest_into(path, bundle, run, name=path)
+        result = _create(path, bundle, run)
+        # None: another process created the store meanwhile: add to it like any later ingest.
+    if result is None:
+        result = _ingest_into(path, bundle, run, name=path)
+    if rollup is not None:
+        _refresh_rollup(path, result, rollup)
+    return result
+
+
+def _refresh_rollup(path: Path, result: IngestResult, rule: Any) -> None:
+    """The quarter-hour rollup brought up to the committed data, in its own transaction.
+
+    Never inside the ingest's: the data are committed whatever happens here, and until the
+    rollup records this ingest a report reads raw samples (quarter_store.load)."""
+    from . import quarter_store
+
+    t = time.perf_counter()
+    try:
+        if rule == "stored":
+            rule = quarter_store.stored_rule(path)
+            if rule is None:
+                return
+        quarter_store.refresh(path, rule)
+    except (duckdb.Error, ValueError, StoreError) as exc:
+        result.rollup_error = _first_line(exc)
+        return
+    result.rollup_s = time.perf_counter() - t
 
 
 def _ingest_into(path: Path, bundle: Bundle, run: dict, *, name: Path, checkpoint: bool = False) -> IngestResult:

@@ -18,7 +18,10 @@ from typing import Iterator, Protocol
 import polars as pl
 
 from .bundle import release_pages
+from .config import Activity
 from .contract import TS
+from .quarter_store import Rollup
+from .quarters import Q_US, rule_key
 
 COLUMNS = ("gpu_id", "ts", "util_pct", "power_w", "energy_j")
 SCHEMA = pl.Schema({"gpu_id": pl.String, "ts": TS, "util_pct": pl.Float64, "power_w": pl.Float64, "energy_j": pl.Float64})
@@ -34,6 +37,10 @@ class Reader(Protocol):
     def cards(self, start: datetime, end: datetime) -> pl.Series: ...
 
     def window(self, start: datetime, end: datetime, codes: pl.DataFrame) -> pl.DataFrame: ...
+
+    def quarters(self, cells: pl.DataFrame, codes: pl.DataFrame) -> pl.DataFrame: ...
+
+    def rollup(self, rule: Activity) -> Rollup | None: ...
 
 
 class TelemetrySource(Protocol):
@@ -61,9 +68,13 @@ def _coded_schema(codes: pl.DataFrame) -> pl.Schema:
 
 @dataclass(frozen=True)
 class FrameTelemetry:
-    """Telemetry held as a frame (a bundle read into memory, a test)."""
+    """Telemetry held as a frame (a bundle read into memory, a test).
+
+    `rolled`: (quarters.rule_key, Rollup) of this frame, made by `quarters.cells_duckdb` (tests);
+    the engine reads it like a store's rollup."""
 
     frame: pl.DataFrame
+    rolled: tuple[str, Rollup] | None = None
 
     @contextlib.contextmanager
     def reader(self) -> Iterator["FrameTelemetry"]:
@@ -110,12 +121,28 @@ class FrameTelemetry:
             release_pages()
         return pl.concat(parts) if parts else pl.DataFrame(schema=_coded_schema(codes))
 
+    def quarters(self, cells: pl.DataFrame, codes: pl.DataFrame) -> pl.DataFrame:
+        """Samples of the given (gpu_id, q) quarter hours, coded as in `window`: one join on (card, quarter)."""
+        parts = []
+        for part in self.frame.iter_slices(n_rows=_SLICE_ROWS):
+            parts.append(
+                part.with_columns((pl.col("ts").dt.epoch("us") // Q_US).alias("q"))
+                .join(cells.select("gpu_id", "q"), on=["gpu_id", "q"], how="semi")
+                .join(codes, on="gpu_id", how="inner")
+                .select(pl.col("gc").alias("gpu_id"), *CODED[1:])
+            )
+            release_pages()
+        return pl.concat(parts) if parts else pl.DataFrame(schema=_coded_schema(codes))
+
+    def rollup(self, rule: Activity) -> Rollup | None:
+        return self.rolled[1] if self.rolled is not None and self.rolled[0] == rule_key(rule) else None
+
     def card(self, gpu_id: str, start: datetime, end: datetime) -> pl.DataFrame:
         f = self.frame
         return f.filter((pl.col("gpu_id") == gpu_id) & (pl.col("ts") >= start) & (pl.col("ts") < end)).select(COLUMNS)
 
     def only(self, gpu_ids: list[str]) -> "FrameTelemetry":
-        return FrameTelemetry(self.frame.filter(pl.col("gpu_id").is_in(gpu_ids)))
+        return FrameTelemetry(self.frame.filter(pl.col("gpu_id").is_in(gpu_ids)))  # no rollup: the views' use
 
     def held(self, gpu_id: str) -> pl.DataFrame | None:
         """The spans of time a card's samples are limited to; None: the whole period."""
@@ -251,6 +278,34 @@ class _StoreReader:
         where, params = self._scope("ts >= ? AND ts < ?", [start, end])
         rows = self.con.sql(f"SELECT DISTINCT gpu_id FROM telemetry WHERE {where} ORDER BY gpu_id", params=params).fetchall()
         return pl.Series("gpu_id", [r[0] for r in rows], dtype=pl.String)
+
+    def rollup(self, rule: Activity) -> Rollup | None:
+        """The store's rollup when it goes with the data this connection sees and with `rule`."""
+        from . import quarter_store
+
+        return quarter_store.load(self.con, rule, self.gpu_ids) if self.present else None
+
+    def quarters(self, cells: pl.DataFrame, codes: pl.DataFrame) -> pl.DataFrame:
+        """As FrameTelemetry.quarters: one equi-join on (card, quarter), linear in the samples scanned."""
+        if not self.present or cells.height == 0:
+            return pl.DataFrame(schema=_coded_schema(codes))
+        want = cells.select("gpu_id", "q").join(codes.select("gpu_id", "gc"), on="gpu_id")
+        lo, hi = int(want["q"].min()) * Q_US, (int(want["q"].max()) + 1) * Q_US
+        self.con.register("_ailedger_cells", want.to_arrow())
+        try:
+            # The time range first (the scan skips the rest), then one equi-join on (card, quarter).
+            got = pl.from_arrow(
+                self.con.sql(
+                    "SELECT c.gc AS gpu_id, t.ts, t.util_pct, t.power_w, t.energy_j FROM telemetry t "
+                    f"JOIN _ailedger_cells c ON c.gpu_id = t.gpu_id AND c.q = epoch_us(t.ts) // {Q_US} "
+                    "WHERE t.ts >= make_timestamp(?) AT TIME ZONE 'UTC' AND t.ts < make_timestamp(?) AT TIME ZONE 'UTC'",
+                    params=[lo, hi],
+                ).to_arrow_table()
+            )
+        finally:
+            self.con.unregister("_ailedger_cells")
+        assert isinstance(got, pl.DataFrame)
+        return got.cast(dict(_coded_schema(codes))) if got.height else pl.DataFrame(schema=_coded_schema(codes))
 
     def window(self, start: datetime, end: datetime, codes: pl.DataFrame) -> pl.DataFrame:
         """As FrameTelemetry.window; DuckDB maps ids to codes, so no id strings cross into Python."""

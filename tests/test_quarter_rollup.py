@@ -1,0 +1,399 @@
+"""The quarter-hour rollup path (cost_engine/quarter_activity.py) gives the raw-sample path's figures.
+
+One hand-built case per fallback rule (an allocation edge inside a quarter, a tariff edge inside a
+quarter, another activity rule, a period off the quarter hours, a job quarter the masks cannot
+decide) and per mask decision (all, none, the carried piece of a sample crossing a quarter edge),
+each compared with the raw path and with numbers computed here; a hypothesis property over random
+bundles; the store's rollup kept current by ingest, incrementally, and never read when stale.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import cost_engine.activity as activity
+from cost_engine import engine, quarter_store, quarters, store
+from cost_engine.config import Activity
+from cost_engine.engine import compute
+from cost_engine.quarter_store import Rollup
+from cost_engine.report import build_report
+from cost_engine.telemetry import FrameTelemetry, StoreTelemetry
+from tests.helpers import DAY0, make_bundle, make_config
+from tests.test_interval_property import _close
+
+S = timedelta(seconds=1)
+
+
+def samples(card: str, first_s: int, steps: list[int], utils, power=100.0, energy=None) -> list[dict]:
+    """Samples of one card at DAY0 + first_s, then after each step (seconds)."""
+    out, t = [], first_s
+    for i in range(len(steps) + 1):
+        u = utils(i, t) if callable(utils) else utils
+        out.append({"ts": DAY0 + t * S, "gpu_id": card, "util_pct": float(u), "power_w": power,
+                    "energy_j": None if energy is None else energy(i, t)})
+        if i < len(steps):
+            t += steps[i]
+    return out
+
+
+class Spy:
+    """Counts the rollup path's cells: from the rollup, and read raw."""
+
+    def __init__(self, mp):
+        self.calls = []
+        original = activity.quarter_activity.run
+
+        def run(*a, **k):
+            got = original(*a, **k)
+            self.calls.append((got.cells, got.raw_cells))
+            return got
+
+        mp.setattr(activity.quarter_activity, "run", run)
+
+
+def both(bundle, config, rolled_rule: Activity | None = None):
+    """(raw computation, rollup computation, spy calls): the same bundle by both paths."""
+    tel = bundle["telemetry"]
+    cells, resets = quarters.cells_duckdb(tel, rolled_rule or config.activity)
+    rolled = FrameTelemetry(tel, (quarters.rule_key(rolled_rule or config.activity), Rollup(cells, resets)))
+    raw = compute(bundle, config, telemetry=FrameTelemetry(tel))
+    with pytest.MonkeyPatch.context() as mp:
+        spy = Spy(mp)
+        fast = compute(bundle, config, telemetry=rolled)
+    _same(raw, fast)
+    return raw, fast, spy.calls
+
+
+def _same(raw, fast) -> None:
+    _close(build_report(raw), build_report(fast))
+    assert raw.gaps == fast.gaps
+    cols = ["covered_s", "active_s", "util_s", "idle_util_s", "joules", "idle_joules", "energy_s", "over_s",
+            "over_util_s", "over_j", "energy_cost", "idle_energy_cost", "oversized_energy_cost", "carbon_g"]
+    a, b = raw.seg.select(cols), fast.seg.select(cols)
+    for c in cols:
+        x, y = a[c].to_list(), b[c].to_list()
+        assert all(abs(u - v) <= 1e-9 * max(abs(u), abs(v), 1e-6) for u, v in zip(x, y)), c
+    assert raw.card_energy.equals(fast.card_energy)
+
+
+INV = [{"gpu_id": "g0", "pool": "p", "node": "n0"}, {"gpu_id": "g1", "pool": "p", "node": "n0"}]
+MINUTE = [60] * 119  # one sample a minute for two hours
+
+
+def test_an_allocation_edge_inside_a_quarter_reads_that_quarter_raw():
+    # g0 at 50 % and 100 W from 00:00 every minute to 01:59; a0 holds it 00:07:30-01:00.
+    # a0: 52.5 min = 0.875 GPU-h, all covered and active; 100 W x 3,150 s = 315,000 J = 0.0875 kWh.
+    b = make_bundle(inventory=INV[:1], telemetry=samples("g0", 0, MINUTE, 50),
+                    allocations=[{"allocation_id": "a0", "gpu_id": "g0", "owner": "A", "start": DAY0 + 450 * S,
+                                  "end": DAY0 + 3600 * S}])
+    raw, fast, calls = both(b, make_config())
+    a0 = fast.seg.filter(pl.col("allocation_id") == "a0")
+    assert a0["active_h"].sum() == pytest.approx(0.875, rel=1e-12)
+    assert a0["kwh_gpu"].sum() == pytest.approx(0.0875, rel=1e-12)
+    # Only 00:00-00:15 is cut (at 00:07:30); every other quarter of the day comes from the rollup.
+    assert calls and calls[0][1] == 1 and calls[0][0] > 0
+
+
+def test_a_tariff_edge_inside_a_quarter_reads_that_quarter_raw():
+    # a0 holds g0 00:00-01:00 at 100 W: 0.1 kWh GPU, 0.156 kWh at the facility (x 1.3 x 1.2).
+    # The tariff (0.30 $/kWh) is in force 00:05-00:50, the flat 0.12 $/kWh otherwise:
+    # 0.156 x (0.75 x 0.30 + 0.25 x 0.12) = 0.156 x 0.255 = $0.03978.
+    b = make_bundle(inventory=INV[:1], telemetry=samples("g0", 0, MINUTE, 50),
+                    allocations=[{"allocation_id": "a0", "gpu_id": "g0", "owner": "A", "start": DAY0,
+                                  "end": DAY0 + 3600 * S}],
+                    tariffs=[{"start": DAY0 + 300 * S, "end": DAY0 + 3000 * S, "price_per_kwh": 0.30}])
+    raw, fast, calls = both(b, make_config())
+    cost = fast.seg.filter(pl.col("allocation_id") == "a0")["energy_cost"].sum()
+    assert cost == pytest.approx(0.03978, rel=1e-12)
+    assert calls[0][1] == 2  # 00:00-00:15 and 00:45-01:00
+
+
+def test_another_activity_rule_reads_every_sample():
+    # The rollup was made at 5 %; the report asks 60 %: at 50 % util nothing is active.
+    b = make_bundle(inventory=INV[:1], telemetry=samples("g0", 0, MINUTE, 50),
+                    allocations=[{"allocation_id": "a0", "gpu_id": "g0", "owner": "A", "start": DAY0,
+                                  "end": DAY0 + 3600 * S}])
+    raw, fast, calls = both(b, make_config(activity={"threshold_pct": 60.0}), rolled_rule=Activity())
+    assert calls == []
+    assert fast.seg["active_h"].sum() == 0.0
+
+
+def test_a_period_off_the_quarter_hours_reads_every_sample():
+    b = make_bundle(inventory=INV[:1], telemetry=samples("g0", 0, MINUTE, 50),
+                    allocations=[{"allocation_id": "a0", "gpu_id": "g0", "owner": "A", "start": DAY0,
+                                  "end": DAY0 + 3600 * S}])
+    cfg = make_config(period={"start": DAY0 + 420 * S, "end": DAY0 + timedelta(hours=2)})
+    raw, fast, calls = both(b, cfg)
+    assert calls == []
+    # a0 inside the period: 00:07-01:00 = 53 min, all active.
+    assert fast.seg["active_h"].sum() == pytest.approx(53 / 60, rel=1e-12)
+
+
+def _job(*utils):
+    allocs = [{"allocation_id": f"a{i}", "gpu_id": f"g{i}", "owner": "A", "job_id": "j1", "start": DAY0,
+               "end": DAY0 + 3600 * S} for i in range(2)]
+    tele = samples("g0", 30, MINUTE, utils[0]) + samples("g1", 30, MINUTE, utils[1])
+    return make_bundle(inventory=INV, telemetry=tele, allocations=allocs)
+
+
+def _oversized_h(comp) -> float:
+    return comp.idle.filter(pl.col("cause") == "oversized_request")["gpu_hours"].sum()
+
+
+def test_masks_decide_a_busy_sibling_and_the_piece_carried_over_a_quarter_edge():
+    # Samples every minute at :30 s from 00:00:30, so the sample at 00:14:30 crosses into the next
+    # quarter. g0 is busy (90 %) only in its 00:14:30 sample; g1 is idle only in its 00:14:30 sample.
+    # g1's idle minute 14 has g0 busy: its whole 60 s count (30 s in each quarter, the second half
+    # as the carried piece of 00:15-00:30). g0 is idle from 00:00:30 to 01:00 except that minute:
+    # 3,570 - 60 = 3,510 s, every minute with g1 busy. Oversized: 3,570 s = 0.991666... h, all
+    # decided by the masks (no raw quarter).
+    def g0(i, t):
+        return 90.0 if t == 870 else 0.0
+
+    def g1(i, t):
+        return 0.0 if t == 870 else 90.0
+
+    raw, fast, calls = both(_job(g0, g1), make_config())
+    assert _oversized_h(fast) == pytest.approx(3570 / 3600, rel=1e-12)
+    assert calls[0][1] == 0
+
+
+def test_masks_decide_no_busy_sibling():
+    # Both cards idle all hour: no oversized time, 2 x (3,570 s) underutilized, no raw quarter.
+    raw, fast, calls = both(_job(0.0, 0.0), make_config())
+    assert _oversized_h(fast) == 0.0
+    under = fast.idle.filter(pl.col("cause") == "underutilized")["gpu_hours"].sum()
+    assert under == pytest.approx(2 * 3570 / 3600, rel=1e-12)
+    assert calls[0][1] == 0
+
+
+def test_a_job_quarter_the_masks_cannot_decide_is_read_raw_for_all_its_cards():
+    # g0 busy in its samples 00:15:30-00:19:30 only (5 samples), g1 idle all hour. In 00:15-00:30
+    # g1's idle minutes 15-19 have a busy sibling, minutes 20-29 have none: undecided, so that
+    # quarter is read raw for both cards. g1's oversized time: the 5 samples, 300 s.
+    def g0(i, t):
+        return 90.0 if 930 <= t <= 1170 else 0.0
+
+    raw, fast, calls = both(_job(g0, 0.0), make_config())
+    assert _oversized_h(fast) == pytest.approx(300 / 3600, rel=1e-12)
+    assert calls[0][1] == 2
+
+
+@st.composite
+def random_bundles(draw):
+    n_cards = draw(st.integers(1, 4))
+    inv = [{"gpu_id": f"g{i}", "pool": "p", "node": "n0"} for i in range(n_cards)]
+    hours = 3
+    tele = []
+    for c in range(n_cards):
+        if not draw(st.booleans()) and c:
+            continue
+        # Short patterns, cycled over the hours: sample steps (gaps past the cap included), utils,
+        # power readings and counter increments (100 J: the counter restarts, a reset).
+        steps = draw(st.lists(st.sampled_from([1, 30, 59, 60, 61, 90, 250, 400, 1000]), min_size=1, max_size=6))
+        utils = draw(st.lists(st.sampled_from([0.0, 3.0, 5.0, 50.0, 100.0]), min_size=1, max_size=7))
+        powers = draw(st.lists(st.sampled_from([None, 120.0, 300.0]), min_size=1, max_size=3))
+        counter = draw(st.sampled_from([None, 0.0]))
+        incs = draw(st.lists(st.sampled_from([4000.0, 9000.0, -1.0]), min_size=1, max_size=5))
+        t, i = draw(st.integers(-400, 600)), 0
+        while t < hours * 3600:
+            if counter is not None:
+                inc = incs[i % len(incs)]
+                counter = 100.0 if inc < 0 else counter + inc
+            tele.append({"ts": DAY0 + t * S, "gpu_id": f"g{c}", "util_pct": utils[i % len(utils)],
+                         "power_w": powers[i % len(powers)], "energy_j": counter})
+            t += steps[i % len(steps)]
+            i += 1
+    allocs = []
+    for i in range(draw(st.integers(0, 6))):
+        s = draw(st.integers(-600, hours * 3600))
+        allocs.append({"allocation_id": f"a{i}", "gpu_id": f"g{draw(st.integers(0, n_cards - 1))}", "owner": "A",
+                       "start": DAY0 + s * S, "end": DAY0 + (s + draw(st.integers(1, 7200))) * S,
+                       "share": draw(st.sampled_from([0.5, 1.0])),
+                       "job_id": draw(st.sampled_from(["j1", "j1", "j2", None]))})
+    tariffs = []
+    for k in range(draw(st.integers(0, 3))):
+        s = draw(st.one_of(st.integers(0, hours * 3600), st.integers(0, hours * 4).map(lambda q: q * 900)))
+        tariffs.append({"start": DAY0 + (s + 20000 * k) * S, "end": DAY0 + (s + 20000 * k + draw(st.integers(1, 9000))) * S,
+                        "price_per_kwh": draw(st.sampled_from([0.05, 0.3])),
+                        "carbon_g_per_kwh": draw(st.sampled_from([None, 400.0]))})
+    bundle = make_bundle(inventory=inv, telemetry=tele, allocations=allocs, tariffs=tariffs)
+    config = make_config(
+        period={"start": DAY0, "end": DAY0 + timedelta(hours=hours + 1)},
+        activity={"mode": draw(st.sampled_from(["threshold", "weighted"])),
+                  "threshold_pct": draw(st.sampled_from([5.0, 50.0])),
+                  "max_sample_gap_s": draw(st.sampled_from([120, 300, 900]))},
+    )
+    return bundle, config
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(random_bundles())
+def test_the_rollup_path_gives_the_raw_paths_report(case):
+    bundle, config = case
+    both(bundle, config)
+
+
+# --- the store's rollup --------------------------------------------------------------------------
+
+
+def _store_bundle(hours: range, allocations=True):
+    tele = []
+    for c in ("g0", "g1"):
+        tele += [r for r in samples(c, 17 if c == "g0" else 45, [60] * (24 * 60),
+                                    lambda i, t: float((i * 37) % 100), energy=lambda i, t: 1000.0 * i)
+                 if r["ts"] >= DAY0 + timedelta(hours=hours.start) and r["ts"] < DAY0 + timedelta(hours=hours.stop)]
+    allocs = [{"allocation_id": f"a{i}", "gpu_id": f"g{i}", "owner": "A", "job_id": "j1",
+               "start": DAY0 + 1234 * S, "end": DAY0 + timedelta(hours=20)} for i in range(2)] if allocations else []
+    return make_bundle(inventory=INV, telemetry=tele, allocations=allocs)
+
+
+def test_ingest_keeps_the_rollup_current_incrementally(tmp_path):
+    db = tmp_path / "s.duckdb"
+    first = store.ingest(db, _store_bundle(range(0, 8)), rollup=Activity())
+    assert first.rollup_s is not None
+    # The next ingest adds 08:00-24:00 and refreshes only the quarters it touched, for the stored rule.
+    second = store.ingest(db, _store_bundle(range(8, 24), allocations=False))
+    assert second.rollup_s is not None
+    with store.connect(db) as con:
+        got = quarter_store.load(con, Activity())
+        assert quarter_store.load(con, Activity(threshold_pct=50.0)) is None  # another rule: not this rollup
+        tel = store.load_bundle(db)["telemetry"]
+    assert got is not None
+    cells, resets = quarters.cells_duckdb(tel, Activity())
+    assert got.names is not None
+    named = got.cells.with_columns(got.names.gather(got.cells["gpu_id"]).alias("gpu_id")).sort("gpu_id", "q")
+    assert named.equals(cells.select(named.columns).cast(named.schema))
+    assert got.resets.sort("gpu_id", "t_us").equals(resets.sort("gpu_id", "t_us"))
+    # A report from the store reads the rollup and equals the raw path.
+    bundle = store.load_bundle(db, tables=[t for t in ("inventory", "allocations")])
+    cfg = make_config()
+    raw = compute(bundle, make_config(engine={"rollup": "off"}), telemetry=StoreTelemetry(db))
+    with pytest.MonkeyPatch.context() as mp:
+        spy = Spy(mp)
+        fast = compute(bundle, cfg, telemetry=StoreTelemetry(db))
+    assert spy.calls and spy.calls[0][0] > 0
+    _same(raw, fast)
+
+
+def test_a_stale_rollup_is_never_read(tmp_path):
+    db = tmp_path / "s.duckdb"
+    store.ingest(db, _store_bundle(range(0, 8)), rollup=Activity())
+    store.ingest(db, _store_bundle(range(8, 24), allocations=False), rollup=None)  # committed, not rolled up
+    with store.connect(db) as con:
+        assert quarter_store.load(con, Activity()) is None
+    bundle = store.load_bundle(db, tables=["inventory", "allocations"])
+    with pytest.MonkeyPatch.context() as mp:
+        spy = Spy(mp)
+        stale = compute(bundle, make_config(), telemetry=StoreTelemetry(db))
+    assert spy.calls == []
+    quarter_store.refresh(db, Activity())
+    with pytest.MonkeyPatch.context() as mp:
+        spy = Spy(mp)
+        fresh = compute(bundle, make_config(), telemetry=StoreTelemetry(db))
+    assert spy.calls
+    _same(stale, fresh)
+
+
+def test_the_rollup_sql_cuts_samples_at_quarter_edges_like_the_engine():
+    # One card, samples at 00:14:00 (util 50, then counter 0 J) and 00:16:00 (counter 1,200 J):
+    # the first stands for 120 s, 60 s in each quarter, 600 J in each; its minute 14 is busy in
+    # 00:00-00:15 and carried (cmin = -1, busy) into 00:15-00:30.
+    tel = make_bundle(telemetry=[
+        {"ts": DAY0 + 840 * S, "gpu_id": "g0", "util_pct": 50.0, "energy_j": 0.0},
+        {"ts": DAY0 + 960 * S, "gpu_id": "g0", "util_pct": 0.0, "energy_j": 1200.0},
+    ])["telemetry"]
+    cells, _ = quarters.cells_duckdb(tel, Activity())
+    q0 = int(DAY0.timestamp()) // 900
+    first, second = cells.sort("q").to_dicts()[:2]
+    assert (first["q"], first["covered_s"], first["active_s"], first["joules"], first["bmask"], first["cmin"]) == (
+        q0, 60.0, 60.0, 600.0, 1 << 14, None)
+    assert (second["q"], second["joules"], second["cmin"], second["cbusy"], second["cidle"]) == (
+        q0 + 1, 600.0 + 0.0, -1, True, False)
+    # The second sample (00:16, idle) is the last: it stands for the 300 s cap without energy.
+    assert second["covered_s"] == 60.0 + 300.0 and second["imask"] == 1 << 1
+
+
+_ = engine
+
+
+# --- a rule change reads no raw samples -----------------------------------------------------------
+
+
+class CountingSource:
+    """A telemetry source that counts every read of raw samples (and of the rollup)."""
+
+    def __init__(self, inner):
+        self.inner, self.reads = inner, []
+
+    def reader(self):
+        import contextlib
+
+        outer = self
+
+        @contextlib.contextmanager
+        def opened():
+            with outer.inner.reader() as r:
+                yield _Counted(r, outer.reads)
+
+        return opened()
+
+    def card(self, *a):
+        self.reads.append("card")
+        return self.inner.card(*a)
+
+    def only(self, ids):
+        return self.inner.only(ids)
+
+    def held(self, gpu_id):
+        return self.inner.held(gpu_id)
+
+
+class _Counted:
+    def __init__(self, r, reads):
+        self.r, self.reads = r, reads
+
+    def __getattr__(self, name):
+        self.reads.append(name)
+        return getattr(self.r, name)
+
+
+def test_a_dashboard_rule_change_reads_no_raw_samples():
+    from cost_engine import api
+    from cost_engine.config import load_config
+
+    src = "sample_data/fleet-week"
+    cfg = load_config(api.find_config(src, None))
+    bundle, _ = api.load_source(src, cfg)
+    tel = bundle["telemetry"]
+    cells, resets = quarters.cells_duckdb(tel, cfg.activity)
+    source = CountingSource(FrameTelemetry(tel, (quarters.rule_key(cfg.activity), Rollup(cells, resets))))
+    memo: dict = {}
+    compute(bundle, cfg, telemetry=source, memo=memo)
+    assert "quarters" in source.reads and "rollup" in source.reads
+    changes = [
+        {"boundary": {"name": "energy_only"}},
+        {"boundary": {"name": "rental"}},
+        {"allocation": {"drivers": {"power": "gpu_hours", "network": "active_hours"}}},
+        {"allocation": {"idle": "proportional"}},
+        {"allocation": {"inference_recharge": "none"}},
+    ]
+    for change in changes:
+        data = cfg.model_dump()
+        for k, v in change.items():
+            data[k].update(v)
+        changed = type(cfg).model_validate(data)
+        source.reads.clear()
+        fast = compute(bundle, changed, telemetry=source, memo=memo)
+        assert source.reads == [], change
+        _close(build_report(compute(bundle, changed, telemetry=FrameTelemetry(tel))), build_report(fast))
+    # Another activity rule is another telemetry stage: read again.
+    data = cfg.model_dump()
+    data["activity"]["threshold_pct"] = 50.0
+    compute(bundle, type(cfg).model_validate(data), telemetry=source, memo=memo)
+    assert "window" in source.reads

@@ -1,0 +1,132 @@
+"""The distributed path: a rollup folder made elsewhere (`ailedger rollup`, DuckDB or Spark) stored with
+the other tables (`ailedger ingest --rollup`) gives the raw path's report, or names in `gaps` the
+quarters it could not decide without raw samples."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import polars as pl
+import pytest
+from click.testing import CliRunner
+
+from cost_engine import quarter_store, quarters, store
+from cost_engine.cli import main
+from cost_engine.config import Activity
+from cost_engine.engine import compute
+from cost_engine.report import build_report
+from cost_engine.telemetry import FrameTelemetry, StoreTelemetry
+from tests.helpers import DAY0, make_bundle, make_config
+from tests.test_interval_property import _close
+from tests.test_quarter_rollup import INV, samples
+from tests.test_rollup import FLEET_WEEK, spark  # noqa: F401  (the local[2] session fixture)
+
+S = timedelta(seconds=1)
+
+
+def _bundle(start_s: int):
+    # Two cards of one job, samples every minute at :20 s for 3 hours, util cycling 0/40/90 %,
+    # energy counters; the job holds both from DAY0 + start_s to 02:00.
+    tele = []
+    for c, shift in (("g0", 0), ("g1", 1)):
+        tele += samples(c, 20, [60] * 179, lambda i, t, k=shift: (0.0, 40.0, 90.0)[(i + k) % 3],
+                        energy=lambda i, t: 250.0 * i * i)
+    allocs = [{"allocation_id": f"a{i}", "gpu_id": f"g{i}", "owner": "A", "job_id": "j1",
+               "start": DAY0 + start_s * S, "end": DAY0 + 7200 * S} for i in range(2)]
+    return make_bundle(inventory=INV, telemetry=tele, allocations=allocs)
+
+
+def _external_store(tmp_path, bundle) -> tuple:
+    tel = tmp_path / "telemetry.parquet"
+    bundle["telemetry"].write_parquet(tel)
+    folder = tmp_path / "rollup"
+    quarters.duckdb_rollup(str(tel), str(folder), Activity())
+    db = tmp_path / "s.duckdb"
+    store.ingest(db, make_bundle(inventory=INV, allocations=bundle["allocations"].to_dicts()), rollup=None)
+    assert quarter_store.ingest_rollup(db, folder) > 0
+    loaded = store.load_bundle(db, tables=["inventory", "allocations"])
+    return compute(loaded, make_config(), telemetry=StoreTelemetry(db)), db
+
+
+def test_a_rollup_without_raw_samples_gives_the_exact_report_where_the_masks_decide(tmp_path):
+    bundle = _bundle(900)  # the job starts on a quarter hour: nothing needs raw samples
+    raw = compute(bundle, make_config(), telemetry=FrameTelemetry(bundle["telemetry"]))
+    ext, db = _external_store(tmp_path, bundle)
+    _close(build_report(raw), build_report(ext))
+    assert not [g for g in ext.gaps if g[0] == "telemetry rollup"]
+    with store.connect(db) as con:
+        assert store._meta(con, "rollup_external") == "1"
+
+
+def test_a_rollup_without_raw_samples_names_the_quarters_it_could_not_decide(tmp_path):
+    bundle = _bundle(1000)  # starts at 00:16:40, inside the quarter 00:15-00:30
+    raw = compute(bundle, make_config(), telemetry=FrameTelemetry(bundle["telemetry"]))
+    ext, _ = _external_store(tmp_path, bundle)
+    # 00:15-00:30 is cut for both cards; the job's next quarter cannot be decided by the masks
+    # either (they need the quarter before): 2 cards x 2 quarters.
+    gaps = [g for g in ext.gaps if g[0] == "telemetry rollup"]
+    assert gaps and gaps[0][1].startswith("4 card quarter hours") and "g0 2026-10-01 00:15Z" in gaps[0][1]
+    # Hours and allocations do not depend on telemetry; covered time is exact (spread by time
+    # over a quarter the samples cover wholly).
+    r, e = build_report(raw)["totals"], build_report(ext)["totals"]
+    assert e["allocated_gpu_hours"] == pytest.approx(r["allocated_gpu_hours"], rel=1e-12)
+    assert ext.seg["covered_s"].sum() == pytest.approx(raw.seg["covered_s"].sum(), rel=1e-12)
+
+
+def test_cli_rollup_then_ingest_with_it(tmp_path):
+    bundle = _bundle(900)
+    tel = tmp_path / "telemetry.parquet"
+    bundle["telemetry"].write_parquet(tel)
+    folder = tmp_path / "bundle"
+    folder.mkdir()
+    for name in ("inventory", "allocations"):
+        bundle[name].write_csv(folder / f"{name}.csv")
+    (folder / "ailedger.toml").write_text('[period]\nstart = 2026-10-01T00:00:00Z\nend = 2026-10-02T00:00:00Z\n')
+    runner = CliRunner()
+    got = runner.invoke(main, ["rollup", str(tel), str(tmp_path / "r")])
+    assert got.exit_code == 0, got.output
+    db = tmp_path / "s.duckdb"
+    got = runner.invoke(main, ["ingest", str(folder), "--db", str(db), "--rollup", str(tmp_path / "r")])
+    assert got.exit_code == 0, got.output
+    assert "card quarter hours stored" in got.output
+    with store.connect(db) as con:
+        assert quarter_store.load(con, Activity()) is not None
+
+
+@pytest.mark.slow
+def test_spark_rollup_report_equals_the_duckdb_path(spark, tmp_path):  # noqa: F811
+    # A slice of the sample fleet (cards with and without counters, a counter reset), two days.
+    tel = pl.read_parquet(FLEET_WEEK)
+    t0 = tel["ts"].min()
+    keep = tel["gpu_id"].unique().sort().head(8).to_list()
+    part = tel.filter(pl.col("gpu_id").is_in(keep) & (pl.col("ts") < t0 + timedelta(days=2)))
+    src = tmp_path / "telemetry.parquet"
+    part.write_parquet(src)
+    folder = tmp_path / "spark-rollup"
+    quarters.spark_rollup(spark, str(src), str(folder), Activity())
+    spark_cells = quarters.finish_cells(pl.read_parquet(folder / "cells" / "*.parquet"))
+    duck_cells, _ = quarters.cells_duckdb(part, Activity())
+    assert spark_cells.select("gpu_id", "q", "samples", "bmask", "imask", "cmin", "cbusy", "cidle").equals(
+        duck_cells.select("gpu_id", "q", "samples", "bmask", "imask", "cmin", "cbusy", "cidle"))
+    for c in ("covered_s", "active_s", "util_s", "joules", "idle_joules", "start_j"):
+        a, b = spark_cells[c].fill_null(0.0).to_list(), duck_cells[c].fill_null(0.0).to_list()
+        assert all(abs(x - y) <= 1e-9 * max(abs(x), abs(y), 1e-6) for x, y in zip(a, b)), c
+    # The store's rollup from Spark: the report equals the one from the DuckDB rollup and the raw path.
+    day = t0.replace(hour=0, minute=0, second=0, microsecond=0)
+    allocs = [{"allocation_id": f"a{i}", "gpu_id": g, "owner": "A", "job_id": "j" + str(i % 2),
+               "start": day + timedelta(hours=3, seconds=37 * i), "end": day + timedelta(hours=30)}
+              for i, g in enumerate(keep)]
+    inv = [{"gpu_id": g, "pool": "p", "node": "n"} for g in keep]
+    bundle = make_bundle(inventory=inv, allocations=allocs, telemetry=part.to_dicts())
+    cfg = make_config(period={"start": day, "end": day + timedelta(days=2)})
+    reports = []
+    for name, use_spark in (("duck", False), ("spark", True)):
+        db = tmp_path / f"{name}.duckdb"
+        store.ingest(db, bundle, rollup=None if use_spark else Activity())
+        if use_spark:
+            quarter_store.ingest_rollup(db, folder)
+        loaded = store.load_bundle(db, tables=["inventory", "allocations"])
+        reports.append(build_report(compute(loaded, cfg, telemetry=StoreTelemetry(db))))
+    raw = build_report(compute(bundle, cfg, telemetry=FrameTelemetry(bundle["telemetry"])))
+    _close(reports[0], reports[1])
+    _close(raw, reports[1])
