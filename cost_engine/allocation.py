@@ -351,6 +351,25 @@ def project_slots(costs: pl.DataFrame, period: Period, config: Config) -> pl.Dat
     return time_slots(period, pl.concat([c["cs"], c["ce"]]))
 
 
+def request_slots(costs: pl.DataFrame, period: Period) -> pl.DataFrame:
+    """The finest slots any boundary and drivers can make: the period cut at its local midnights
+    and at the edges of every shared cost row, whatever its category and driver. Every
+    project_slots slot is a run of these, so requests resolved against them once serve any rule
+    change (coarse_slots maps them)."""
+    p0, p1 = pl.lit(period.start, dtype=TS), pl.lit(period.end, dtype=TS)
+    c = costs.filter(pl.col("owner").is_null()).select(
+        pl.max_horizontal("start", p0).alias("cs"), pl.min_horizontal("end", p1).alias("ce")
+    ).filter(pl.col("ce") > pl.col("cs"))
+    return time_slots(period, pl.concat([c["cs"], c["ce"]]))
+
+
+def coarse_slots(fine: pl.DataFrame, slots: pl.DataFrame) -> pl.Series:
+    """Per request_slots slot (by its number), the project_slots slot holding it: the last one
+    starting at or before it (no project slot edge falls inside a fine slot)."""
+    k = slots["g0"].search_sorted(fine["g0"], side="right").cast(pl.Int64) - 1
+    return k.rename("slot")
+
+
 def time_slots(period: Period, edges: pl.Series | None = None) -> pl.DataFrame:
     """[g0, g1) slots of the period cut at its local midnights and at `edges`: slot, g0, g1, day, slot_s."""
     cuts = [pl.Series("t", [period.start, period.end], dtype=TS), pl.Series("t", day_edges(period), dtype=TS)]

@@ -38,7 +38,10 @@ class Computation:
     money_before_recharge: pl.DataFrame  # after idle chargeback, before inference recharge
     inputs: pl.DataFrame  # input side of the reconciliation
     cost_rates: pl.DataFrame  # per cost and rate row: price per driver unit while in force (lineage)
-    requests: pl.DataFrame  # requests in the period, resolved
+    requests: pl.DataFrame  # requests in the period, resolved (`fslot`: their allocation.request_slots slot)
+    # The requests summed per tokens.SUMMARY_KEYS, with `slot` (the project_slots slot of their
+    # fslot): what the spread, the recharge, the by-model table and the report read.
+    request_summary: pl.DataFrame
     models: pl.DataFrame  # by_model table
     idle: pl.DataFrame  # idle pieces with cause (s_idx, kind, cause, gpu_hours, idle_frac, energy_kwh_gpu)
     card_energy: pl.DataFrame  # per card and quarter hour (UTC): joules of the samples starting there
@@ -233,12 +236,16 @@ def compute(bundle: Bundle, config: Config, telemetry: TelemetrySource | None = 
     seg = enrich_segments(ledger, act, allocs, bands, config, oversized)
     # The slots the tokens, requests, shares and even drivers spread over (days and those rows' edges).
     slots = allocation.project_slots(bundle["costs"], period, config)
-    # The resolved requests depend on the data, the period, the token weights, the SLO and the
-    # slots (which the boundary and drivers may change): what `memo` keeps them under.
+    # Requests are resolved against the finest slots any boundary and drivers can make, so they
+    # depend on the data, the period, the token weights and the SLO only: what `memo` keeps
+    # them (and their summary) under. A boundary or driver change maps the summary's slots.
+    fine = allocation.request_slots(bundle["costs"], period)
     rkey = ("requests", period, config.allocation.token_weights.model_dump_json(), config.slo.model_dump_json(),
-            tuple(slots["g0"].to_list()))
-    req = memo.get(rkey) if memo is not None else None
-    if req is None:
+            tuple(fine["g0"].to_list()))
+    held_req = memo.get(rkey) if memo is not None else None
+    if held_req is not None:
+        req, summary = held_req
+    else:
         if "requests" in bundle.held_rows and bundle.store is not None:
             from . import store  # requests left in the store: read in batches, resolved batch by batch
 
@@ -250,15 +257,19 @@ def compute(bundle: Bundle, config: Config, telemetry: TelemetrySource | None = 
             # Millions of resolved requests live in memory-mapped spill files, like a big bundle's
             # tables: resident only while scanned (bundle.release_pages), not all the time.
             keep = stack.enter_context(spill_folder()) if n_requests > SPILL_REQUESTS_ABOVE else None
-            req = tokens.prepare_requests(raw, period, config, own.resolve, slots, keep=keep)
+            req = tokens.prepare_requests(raw, period, config, own.resolve, fine, keep=keep)
         del raw
         release_pages()  # a big bundle's requests are mapped from the reader's spill: done with them
+        summary = tokens.summarize(req)
         if memo is not None:
-            memo[rkey] = req
-    no_latency = req.select((pl.col("latency_ms").is_null() | pl.col("ttft_ms").is_null()).sum()).item()
+            memo[rkey] = (req, summary)
+    to_slot = allocation.coarse_slots(fine, slots)
+    summary = summary.with_columns(
+        pl.lit(to_slot).gather(pl.col("fslot")).alias("slot") if to_slot.len() else pl.lit(None, dtype=pl.Int64).alias("slot"))
+    no_latency = int(summary["no_latency"].sum())
     if no_latency:
         gaps.append(("latency missing", f"{no_latency} requests without ttft or latency count as meeting the SLO"))
-    weights = req.select("slot", "project", "tenant", "owner", "source", "tokens_w", "requests")
+    weights = summary.select("slot", "project", "tenant", "owner", "source", "tokens_w", "requests")
 
     spread = allocation.spread_costs(
         seg, bundle["costs"], bundle["rates"], weights, slots, period, config, own.resolve
@@ -269,10 +280,10 @@ def compute(bundle: Bundle, config: Config, telemetry: TelemetrySource | None = 
     if config.allocation.idle == "proportional":
         money = charge_idle_to_owners(money, seg)
     money_before = money
-    recharged = tokens.recharge(money, req, config)
+    recharged = tokens.recharge(money, summary, config)
     money = recharged.money
     gaps += recharged.gaps
-    models, mgaps = tokens.model_table(money_before, seg, req, config)
+    models, mgaps = tokens.model_table(money_before, seg, summary, config)
     gaps += mgaps
     idle_pieces = idle.classify(seg, bundle["events"], bundle["queue"], period, ledger.cards, spread.cost_rates)
 
@@ -290,7 +301,7 @@ def compute(bundle: Bundle, config: Config, telemetry: TelemetrySource | None = 
     return Computation(
         config=config, period=period, ledger=ledger, ownership=own, seg=seg, money=money,
         money_spread=spread.money, money_before_recharge=money_before, inputs=spread.inputs, cost_rates=spread.cost_rates,
-        requests=req, models=models, idle=idle_pieces, card_energy=ta.card_energy, telemetry=source,
+        requests=req, request_summary=summary, models=models, idle=idle_pieces, card_energy=ta.card_energy, telemetry=source,
         allocations=allocs, unmapped_callers=recharged.unmapped, bundle=bundle,
         rejected=pl.concat(rejected), gaps=gaps,
     )

@@ -10,7 +10,7 @@ import polars as pl
 from . import idle
 from .contract import IDLE, UNATTRIBUTED
 from .engine import Computation
-from .tokens import TOKEN_COLS, model_trend, request_sums
+from .tokens import TOKEN_COLS, model_trend
 
 MEASURES = ("cost", "allocated_gpu_hours", "active_gpu_hours", "energy_kwh_gpu", *TOKEN_COLS)
 
@@ -55,10 +55,8 @@ def owner_table(comp: Computation, keys: list[str]) -> pl.DataFrame:
         (pl.col("alloc_h") * 3600).sum().alias("_held_s"),
         pl.col("joules").sum().alias("_joules"),
     ).collect()
-    tok = request_sums(comp.requests.lazy().filter(pl.col("project").is_not_null()).group_by(keys).agg(
-        *(pl.col(c).sum() for c in TOKEN_COLS), pl.col("requests").sum(),
-        pl.col("tokens").filter(pl.col("good")).sum().alias("good_tokens"),
-    ))
+    tok = comp.request_summary.filter(pl.col("project").is_not_null()).group_by(keys).agg(
+        pl.col(*TOKEN_COLS, "requests", "good_tokens").sum())
     t = cost.join(held, on=keys, how="full", coalesce=True).join(tok, on=keys, how="full", coalesce=True)
     t = t.with_columns(pl.col("cost").is_null().alias("_no_money")).with_columns(
         pl.col("cost", "inference_cost", "energy_cost", "allocated_gpu_hours", "active_gpu_hours",
@@ -142,7 +140,7 @@ def unknown_without_telemetry(covered: str, energy_s: str) -> list[pl.Expr]:
 
 
 def totals(comp: Computation) -> dict:
-    seg, money, req = comp.seg, comp.money, comp.requests
+    seg, money, req = comp.seg, comp.money, comp.request_summary
     held = pl.col("allocation_id").is_not_null()
     s = seg.select(
         pl.col("cap_h").sum().alias("available"),
@@ -166,7 +164,7 @@ def totals(comp: Computation) -> dict:
     # reaches, the fleet's cost is unknown; with some input it is that input's sum, and the
     # gap `cost unknown` names the pools it misses.
     cost = float(comp.inputs["amount"].sum()) if comp.inputs.height or not uncosted_pools(comp) else None
-    tok = request_sums(req.lazy().select(pl.col(*TOKEN_COLS).sum())).row(0, named=True)
+    tok = req.select(pl.col(*TOKEN_COLS).sum()).row(0, named=True)
     tok = {c: int(tok[c] or 0) for c in TOKEN_COLS}
     m = comp.models
     served = m.filter((pl.col("cost") > 0) & ((pl.col("input_tokens") + pl.col("cached_input_tokens") + pl.col("output_tokens")) > 0))
@@ -191,7 +189,7 @@ def totals(comp: Computation) -> dict:
         else float(money.select(pl.col("amount").filter(pl.col("category") == "power").sum()).item()),
         **tok,
         "requests": int(req["requests"].sum()),
-        "good_tokens": int(req.select(pl.col("tokens").filter(pl.col("good")).sum()).item()),
+        "good_tokens": int(req["good_tokens"].sum()),
         "cost_per_million_tokens": _div(float(served["cost"].sum()) * 1e6, served_tokens),
         "cost_per_million_good_tokens": _div(float(served["cost"].sum()) * 1e6, served_good),
         "output_tokens_per_joule": _div(float(m["output_tokens"].filter(m["joules"] > 0).sum()), model_joules),
@@ -235,14 +233,14 @@ def unattributed(comp: Computation) -> list[dict]:
     recs = pl.concat(
         [
             comp.allocations.filter(pl.col("project").is_null()).select("source", pl.col("owner").alias("key")),
-            request_sums(comp.requests.lazy().filter(pl.col("project").is_null())
-                         .select("source", pl.col("owner").alias("key"))),
-        ]
-    ).group_by("source", "key").agg(pl.len().cast(pl.Int64).alias("records"))
+            comp.request_summary.filter(pl.col("project").is_null())
+            .select("source", pl.col("owner").alias("key"), "records"),
+        ], how="diagonal"
+    ).group_by("source", "key").agg(pl.col("records").fill_null(1).sum().cast(pl.Int64))
     t = u.join(recs, on=["source", "key"], how="full", coalesce=True).with_columns(
         pl.col("cost").fill_null(0.0), pl.col("records").fill_null(0)
     )
-    return _rows(t.sort(["cost", "key"], descending=[True, False]))
+    return _rows(t.sort(["cost", "key", "source"], descending=[True, False, False]))
 
 
 def idle_detail(comp: Computation) -> pl.DataFrame:
@@ -273,9 +271,7 @@ def trend(comp: Computation) -> pl.DataFrame:
         pl.col("amount").sum().alias("cost"),
         pl.col("amount").filter(pl.col("dest") == IDLE).sum().alias("idle_cost"),
     )
-    r = request_sums(comp.requests.lazy().group_by("day").agg(
-        *(pl.col(x).sum() for x in TOKEN_COLS), pl.col("requests").sum()
-    ))
+    r = comp.request_summary.group_by("day").agg(pl.col(*TOKEN_COLS, "requests").sum())
     t = s.join(c, on="day", how="full", coalesce=True).join(r, on="day", how="full", coalesce=True).drop_nulls("day")
     known = ("active_gpu_hours", "energy_kwh_gpu")  # null stays null: unknown, not zero
     return t.with_columns(pl.exclude("day", *known).fill_null(0)).sort("day")
@@ -328,6 +324,6 @@ def build_report(comp: Computation) -> dict:
         "trend": [{**r, "day": r["day"].isoformat()} for r in _rows(trend(comp))],
         "model_trend": [
             {**r, "day": r["day"].isoformat()}
-            for r in _rows(model_trend(comp.money_before_recharge, comp.seg, comp.requests))
+            for r in _rows(model_trend(comp.money_before_recharge, comp.seg, comp.request_summary))
         ],
     }

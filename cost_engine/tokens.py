@@ -19,7 +19,9 @@ def prepare_requests(
     requests: pl.DataFrame | Iterable[pl.DataFrame], period: Period, config: Config, resolve, slots: pl.DataFrame,
     keep: Callable[[pl.DataFrame], pl.DataFrame] | None = None,
 ) -> pl.DataFrame:
-    """Requests in the period with owner resolved, weighted tokens, the good flag and their slot.
+    """Requests in the period with owner resolved, weighted tokens, the good flag and their slot
+    (`fslot`: the number of the `slots` slot holding each; the engine passes
+    allocation.request_slots, which no rule of the boundary or drivers changes).
 
     `requests` is a frame, or batches of one (a store hands a month of millions over in batches,
     so the raw rows are never all in memory beside the resolved ones). The rows keep the order
@@ -48,6 +50,39 @@ def request_sums(plan: pl.LazyFrame) -> pl.DataFrame:
     out = plan.collect(engine="streaming")
     release_pages()
     return out
+
+
+# The grain of the request summary: every figure the engine and the report read from requests
+# groups by some of these (the spread by slot and caller, the recharge by model and caller, the
+# report by tenant, project, day and model; model_trend by hour), so summing them is exact.
+SUMMARY_KEYS = ("model", "project", "tenant", "owner", "source", "fslot", "day", "hour")
+
+
+def summarize(requests: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
+    """The resolved requests summed per SUMMARY_KEYS: what every request figure of the engine and
+    the report is computed from (a few thousand rows where the requests are millions).
+
+    Besides the sums of the counts: `good_tokens`, `good_requests` (meeting the SLO),
+    `failed_requests` (status not ok), `retried_requests` (attempt > 1), `has_attempts` (some
+    request says which try it was), `prefill_ms`/`decode_ms` summed over the requests that carry
+    both and `all_phase` (every request does), `records` (rows: each bucket row is one record)
+    and `no_latency` (rows without ttft or latency).
+    """
+    has_phase = pl.col("prefill_ms").is_not_null() & pl.col("decode_ms").is_not_null()
+    return request_sums(requests.lazy().with_columns(pl.col("ts").dt.truncate("1h").alias("hour")).group_by(
+        SUMMARY_KEYS).agg(
+        *(pl.col(c).sum() for c in (*TOKEN_COLS, "requests", "tokens", "tokens_w")),
+        pl.col("tokens").filter(pl.col("good")).sum().alias("good_tokens"),
+        pl.col("requests").filter(pl.col("good")).sum().alias("good_requests"),
+        pl.col("requests").filter(pl.col("status") != "ok").sum().alias("failed_requests"),
+        pl.col("requests").filter(pl.col("attempt") > 1).sum().alias("retried_requests"),
+        pl.col("attempt").is_not_null().any().alias("has_attempts"),
+        pl.col("prefill_ms").filter(has_phase).sum(),
+        pl.col("decode_ms").filter(has_phase).sum(),
+        has_phase.all().alias("all_phase"),
+        pl.len().cast(pl.Int64).alias("records"),
+        (pl.col("latency_ms").is_null() | pl.col("ttft_ms").is_null()).sum().cast(pl.Int64).alias("no_latency"),
+    ))
 
 
 # Columns a usage bucket counts over its whole [ts, end): pro-rated to the part inside the period.
@@ -105,7 +140,7 @@ def _resolve_batch(batch: pl.DataFrame, period: Period, config: Config, resolve,
     # One chunk per batch: a frame whose columns are chunked differently is copied whole
     # (rechunked) by Polars on the next select.
     return r.with_columns(
-        pl.when(pl.lit(k) >= 0).then(pl.lit(slot)).alias("slot"),
+        pl.when(pl.lit(k) >= 0).then(pl.lit(slot)).alias("fslot"),
         pl.col("ts").dt.convert_time_zone(period.timezone).dt.date().alias("day"),
     ).rechunk()
 
@@ -130,7 +165,8 @@ UNMAPPED_CALLERS = pl.Schema({"source": pl.String, "key": pl.String, "model": pl
 
 
 def recharge(money: pl.DataFrame, requests: pl.DataFrame, config: Config) -> Recharge:
-    """Move the cost of inference allocations onto the projects that sent the model's requests.
+    """Move the cost of inference allocations onto the projects that sent the model's requests
+    (`requests`: their summary, summarize()).
 
     A model with cost and no requests keeps its cost on the service owner. Rows keep their
     allocation_id and model, so the moved cost stays explainable.
@@ -147,8 +183,7 @@ def recharge(money: pl.DataFrame, requests: pl.DataFrame, config: Config) -> Rec
         return none
     col = "tokens_w" if mode == "tokens" else "requests"
     callers = (
-        request_sums(requests.lazy().group_by("model", "project", "tenant", "source", "owner")
-                     .agg(pl.col(col).sum().alias("w")))
+        requests.group_by("model", "project", "tenant", "source", "owner").agg(pl.col(col).sum().alias("w"))
         .filter(pl.col("w") > 0)
         .with_columns((pl.col("w") / pl.col("w").sum().over("model")).alias("f"))
     )
@@ -207,7 +242,8 @@ def recharge(money: pl.DataFrame, requests: pl.DataFrame, config: Config) -> Rec
 def model_table(
     money_before_recharge: pl.DataFrame, seg: pl.DataFrame, requests: pl.DataFrame, config: Config
 ) -> tuple[pl.DataFrame, list[tuple[str, str]]]:
-    """by_model: cost of the allocations serving each model, its tokens and unit costs."""
+    """by_model: cost of the allocations serving each model, its tokens and unit costs
+    (`requests`: the request summary, summarize())."""
     gaps: list[tuple[str, str]] = []
     serving = (pl.col("workload") == "inference") & pl.col("model").is_not_null()
     # Lazy: the filters read only the columns the sums need, not every money or segment column.
@@ -229,19 +265,12 @@ def model_table(
         (pl.col("alloc_h") * 3600).sum().alias("_held_s"),
     ).collect()
     w = config.allocation.token_weights
-    has_phase = pl.col("prefill_ms").is_not_null() & pl.col("decode_ms").is_not_null()
-    tok = request_sums(requests.lazy().group_by("model").agg(
-        *(pl.col(c).sum() for c in TOKEN_COLS),
-        pl.col("requests").sum(),
-        pl.col("tokens").filter(pl.col("good")).sum().alias("good_tokens"),
-        pl.col("requests").filter(pl.col("good")).sum().alias("good_requests"),
-        pl.col("requests").filter(pl.col("status") != "ok").sum().alias("failed_requests"),
-        pl.col("requests").filter(pl.col("attempt") > 1).sum().alias("retried_requests"),
-        pl.col("attempt").is_not_null().any().alias("has_attempts"),
-        pl.col("prefill_ms").filter(has_phase).sum().alias("prefill_ms"),
-        pl.col("decode_ms").filter(has_phase).sum().alias("decode_ms"),
-        has_phase.all().alias("all_phase"),
-    ))
+    tok = requests.group_by("model").agg(
+        pl.col(*TOKEN_COLS, "requests", "good_tokens", "good_requests", "failed_requests", "retried_requests",
+               "prefill_ms", "decode_ms").sum(),
+        pl.col("has_attempts").any(),
+        pl.col("all_phase").all(),
+    )
     t = cost.join(hours, on="model", how="full", coalesce=True).join(tok, on="model", how="full", coalesce=True)
     t = t.with_columns(
         pl.col("cost", "energy_cost", "allocated_gpu_hours", "active_gpu_hours", "joules", "energy_kwh_gpu",
@@ -317,7 +346,8 @@ def model_table(
 
 
 def model_trend(money_before_recharge: pl.DataFrame, seg: pl.DataFrame, requests: pl.DataFrame) -> pl.DataFrame:
-    """Daily unit economics per model: $/1M output tokens, tokens per joule, occupancy.
+    """Daily unit economics per model: $/1M output tokens, tokens per joule, occupancy
+    (`requests`: the request summary, summarize(); its `hour` says which hours had traffic).
 
     Occupancy = allocated GPU-hours of the model's cards in hours that saw at least one request,
     over all its allocated GPU-hours (hours with no token are paid for all the same).
@@ -335,10 +365,7 @@ def model_trend(money_before_recharge: pl.DataFrame, seg: pl.DataFrame, requests
         pl.when(pl.col("covered_h").fill_null(0.0).sum() > 0).then(pl.col("joules").sum()).alias("joules"))
     # Split held time at hour edges to see which hours had traffic.
     hourly = split_by(s, "1h", "hour").with_columns((pl.col("f") * pl.col("alloc_h")).alias("h"))
-    busy_hours = request_sums(
-        requests.lazy().select("model", pl.col("ts").dt.truncate("1h").alias("hour")).unique()
-        .with_columns(pl.lit(True).alias("busy"))
-    )
+    busy_hours = requests.select("model", "hour").unique().with_columns(pl.lit(True).alias("busy"))
     occ = (
         hourly.join(busy_hours, on=["model", "hour"], how="left")
         .group_by("model", "day")
@@ -347,9 +374,7 @@ def model_trend(money_before_recharge: pl.DataFrame, seg: pl.DataFrame, requests
             pl.col("h").filter(~pl.col("busy").fill_null(False)).sum().alias("gpu_hours_without_tokens"),
         )
     )
-    tok = request_sums(
-        requests.lazy().group_by("model", "day").agg(pl.col("output_tokens").sum(), pl.col("tokens").sum())
-    )
+    tok = requests.group_by("model", "day").agg(pl.col("output_tokens").sum(), pl.col("tokens").sum())
     t = (
         cost.join(energy, on=["model", "day"], how="full", coalesce=True)
         .join(occ, on=["model", "day"], how="full", coalesce=True)

@@ -129,9 +129,9 @@ def apply_filters(comp: Computation, filters: Filters | None) -> Computation:
         return out
 
     seg = held(comp.seg)
-    req = comp.requests
+    req, summary = comp.requests, comp.request_summary
     if f.tenants:
-        req = req.filter(_isin("tenant", f.tenants))
+        req, summary = (r.filter(_isin("tenant", f.tenants)) for r in (req, summary))
     if f.pools or f.accelerators:
         served = (
             comp.seg.filter(_isin("gpu_id", gpus) & (pl.col("workload") == "inference"))["model"]
@@ -139,16 +139,16 @@ def apply_filters(comp: Computation, filters: Filters | None) -> Computation:
             .unique()
             .to_list()
         )
-        req = req.filter(_isin("model", served))
+        req, summary = (r.filter(_isin("model", served)) for r in (req, summary))
     if f.workloads and "inference" not in f.workloads:
-        req = req.head(0)
+        req, summary = req.head(0), summary.head(0)
 
     m_final = money(comp.money)
     m_before = money(comp.money_before_recharge)
     extra: dict[str, Any] = {}
     if hasattr(comp, "money_spread"):
         extra["money_spread"] = money(comp.money_spread)
-    models, _ = tokens.model_table(m_before, seg, req, comp.config)
+    models, _ = tokens.model_table(m_before, seg, summary, comp.config)
     inputs = m_final.group_by("origin", "cost_id", "category", "pool").agg(pl.col("amount").sum()).rename(
         {"cost_id": "id"}
     ).select("origin", "id", "category", "pool", "amount")
@@ -161,6 +161,7 @@ def apply_filters(comp: Computation, filters: Filters | None) -> Computation:
         money_before_recharge=m_before,
         inputs=inputs,
         requests=req,
+        request_summary=summary,
         models=models,
         idle=comp.idle.join(seg.select("s_idx"), on="s_idx", how="semi"),
         card_energy=comp.card_energy.filter(_isin("gpu_id", gpus)) if (f.pools or f.accelerators) else comp.card_energy,

@@ -98,8 +98,9 @@ def test_a_rule_change_reuses_the_telemetry_stage_with_the_same_report(sample, n
     new = changed(cfg, **RULE_CHANGES[name])
     reused = compute(bundle, new, telemetry=tele, memo=memo)
     assert tele.opened == opened  # not one sample read again
-    if name in ("idle charged to owners", "recharge by requests", "no recharge", "PUE"):
-        assert reused.requests is first.requests  # nor a request resolved again
+    if name not in ("token weights", "tighter SLO"):
+        # Nor a request resolved again: a boundary or driver change maps the summary's slots.
+        assert reused.requests is first.requests
     fresh = compute(bundle, new, telemetry=FrameTelemetry(bundle["telemetry"]))
     assert_same(build_report(reused), build_report(fresh))
 
