@@ -170,7 +170,7 @@ def compute(bundle: Bundle, config: Config, telemetry: TelemetrySource | None = 
             since = period.start - timedelta(seconds=config.activity.max_sample_gap_s)
             if quarter_activity.usable(rollup, config.activity, period.start, period.end):
                 assert rollup is not None
-                sampled = quarter_activity.sampled_cards(rollup, since, period.end)
+                sampled = quarter_activity.sampled_cards(rollup, since, period.end, reader=r)
             else:
                 sampled = r.cards(since, period.end)
         ledger = build_ledger(cards, has_inventory, alloc, period, card_cuts(bundle, cards, config, period, sampled))

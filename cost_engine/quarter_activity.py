@@ -36,6 +36,8 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _POW2 = pl.Series("pow2", [1 << i for i in range(_BITS)], dtype=pl.Int64)
 # Counted raw cells per window of the raw path (each brings its neighbours, ~15 samples a cell).
 RAW_CELLS_PER_WINDOW = 40_000
+# Rollup cells per window of quarters (all cards): a month of a fleet's cells is never in memory.
+ROLLUP_CELLS_PER_WINDOW = 500_000
 _MASKS = ("bmask", "imask", "cmin", "cbusy", "cidle")
 _SUMS = ("covered_s", "active_s", "util_s", "idle_util_s", "joules", "idle_joules", "energy_s")
 
@@ -50,9 +52,13 @@ def usable(rollup: Rollup | None, rule: Activity, start: datetime, end: datetime
             and _us(start) % Q_US == 0 and _us(end) % Q_US == 0)
 
 
-def sampled_cards(rollup: Rollup, start: datetime, end: datetime) -> pl.Series:
-    """The card ids with a sample in [start, end) (start need not be aligned; end is)."""
+def sampled_cards(rollup: Rollup, start: datetime, end: datetime, reader=None) -> pl.Series:
+    """The card ids with a sample in [start, end) (start need not be aligned; end is). A rollup
+    read per window is asked through `reader` (the store's telemetry reader)."""
     a, b = _us(start), _us(end)
+    if rollup.cells is None:
+        assert reader is not None and rollup.names is not None
+        return reader.rollup_sampled(rollup.names, a, b)
     c, names = rollup.coded()
     got = c.filter(
         (pl.col("samples") > 0) & (pl.col("q") * Q_US < b)
@@ -95,25 +101,33 @@ def run(
     (e_idx = part, job_id = job code) for the multi-card jobs; `raw_sums(samples, intervals,
     counted)` is the raw path's per-window work (activity.interval_activity's), returning the
     per-part and per-(part, job) frames for the counted pieces.
+
+    The cells are taken a window of quarters at a time (about ROLLUP_CELLS_PER_WINDOW cells),
+    with one quarter either side: what decides a quarter's masks is in its own cells and its
+    neighbours' (see _decide), so each window's sums are those of one pass over all cells and
+    they just add up, in bounded memory.
     """
     p0, p1 = _us(start), _us(end)
-    cells, ids = rollup.coded()
+    whole, ids = rollup.coded() if rollup.cells is not None else (None, rollup.names)
+    assert ids is not None
     # The rollup's card index -> the engine's card code (null: not a card of the ledger), and
     # whether the card is known: looked up by position, no join over the cells.
     named = pl.DataFrame({"gpu_id": ids})
     gc_of = named.join(codes.select("gpu_id", "gc"), on="gpu_id", how="left", maintain_order="left").get_column("gc")
     is_known = named.select(pl.col("gpu_id").is_in(known.implode())).to_series()
-    outside = int(cells.filter(~pl.lit(is_known).gather(pl.col("gpu_id"))).get_column("samples").sum() or 0)
-    first_q = (p0 - int(rule.max_sample_gap_s * 1_000_000)) // Q_US
-    # Lazy: the rollup is millions of rows, and each frame below needs a few of its columns.
-    mine = cells.lazy().filter((pl.col("q") >= first_q) & (pl.col("q") < p1 // Q_US)).with_columns(
-        pl.lit(gc_of).gather(pl.col("gpu_id")).alias("gc")).filter(pl.col("gc").is_not_null())
-    samples = int(mine.select(pl.col("samples").sum()).collect().item() or 0)
-    energy = mine.filter(pl.col("start_j").is_not_null() & (pl.col("q") >= p0 // Q_US)).select(
-        pl.col("gc").alias("gpu_id"),
-        (pl.col("q") * Q_US).cast(pl.Datetime("us")).dt.replace_time_zone("UTC").alias("bucket"),
-        pl.col("start_j").alias("joules"),
-    ).collect()
+    if whole is not None:
+        outside = int(whole.filter(~pl.lit(is_known).gather(pl.col("gpu_id"))).get_column("samples").sum() or 0)
+    else:
+        outside = reader.rollup_samples(ids.filter(~is_known))
+
+    def cells_in(qa: int, qb: int) -> pl.DataFrame:
+        """The cells of the ledger's cards in quarters [qa, qb), gpu_id as the engine's card code."""
+        got = (whole.filter((pl.col("q") >= qa) & (pl.col("q") < qb)) if whole is not None
+               else reader.rollup_window(ids, qa, qb))
+        return got.with_columns(pl.lit(gc_of).gather(pl.col("gpu_id")).alias("gpu_id")).filter(
+            pl.col("gpu_id").is_not_null())
+
+    first_q, q0, q1 = (p0 - int(rule.max_sample_gap_s * 1_000_000)) // Q_US, p0 // Q_US, p1 // Q_US
     resets = rollup.resets.join(codes, on="gpu_id").filter(
         (pl.col("t_us") >= first_q * Q_US) & (pl.col("t_us") < p1)
     ).select(pl.col("gc").alias("gpu_id"),
@@ -124,63 +138,93 @@ def run(
                             pl.col("t1").dt.epoch("us").alias("b"))
     # Quarters wholly inside one part, as runs [qa, qb) per part; the quarters an edge cuts.
     runs = parts.with_columns((-((-pl.col("a")) // Q_US)).alias("qa"), (pl.col("b") // Q_US).alias("qb")).filter(
-        pl.col("qb") > pl.col("qa"))
+        pl.col("qb") > pl.col("qa")).select("gpu_id", pl.col("qa").alias("q"), "qb", "e_idx").sort("gpu_id", "q")
     dirty = pl.concat([
         parts.filter(pl.col("a") % Q_US != 0).select("gpu_id", (pl.col("a") // Q_US).alias("q"), "e_idx"),
         parts.filter(pl.col("b") % Q_US != 0).select("gpu_id", ((pl.col("b") - 1) // Q_US).alias("q"), "e_idx"),
     ]).unique()
-    # Only what the parts need from here on (the rollup is millions of rows: every copy counts).
-    c = mine.filter(pl.col("q") >= p0 // Q_US).select(pl.col("gc").alias("gpu_id"), "q", *_SUMS, "idle_s", *_MASKS).sort(
-        "gpu_id", "q").collect()
-    del mine
-    exact = c.join_asof(
-        runs.select("gpu_id", pl.col("qa").alias("q"), "qb", "e_idx").sort("gpu_id", "q"),
-        on="q", by="gpu_id", strategy="backward", check_sortedness=False,
-    ).filter(pl.col("e_idx").is_not_null() & (pl.col("q") < pl.col("qb"))).drop("qb")
-    if not rollup.external:
-        del c  # only a rollup without raw samples spreads the other cells from it
-
-    raw = dirty.select("gpu_id", "q")
-    over: list[pl.DataFrame] = []
-    raw_jq = pl.DataFrame(schema={"job_id": pl.UInt32, "q": pl.Int64})
     job_cards = pl.DataFrame(schema={"job_id": pl.UInt32, "gpu_id": pl.UInt32})
     if jobs is not None and jobs.height:
         jobs = jobs.select("e_idx", pl.col("job_id").cast(pl.UInt32))
         n_jobs = jobs.group_by("e_idx").agg(pl.len().alias("n"))
         single = jobs.join(n_jobs.filter(pl.col("n") == 1), on="e_idx", how="semi")
-        # Job cells the rollup may stand in for (narrow: the masks and the inactive sums).
-        held = exact.select("gpu_id", "q", "e_idx", *_MASKS, "idle_s", "idle_util_s", "idle_joules").join(
-            single, on="e_idx")
-        # A job's quarter is dirty when one of its cards is cut inside it, or when a card's
-        # quarter belongs to several multi-card jobs at once.
-        shared = exact.select("e_idx", "q").join(jobs.join(n_jobs.filter(pl.col("n") > 1), on="e_idx", how="semi"),
-                                                 on="e_idx")
-        jq_dirty = pl.concat([
-            dirty.join(jobs, on="e_idx").select("job_id", "q"),
-            shared.select("job_id", "q"),
-        ]).unique()
-        # Deciding a quarter reads the masks of its neighbours too.
-        jq_bad = pl.concat([jq_dirty.with_columns(pl.col("q") + d) for d in (-1, 0, 1)]).unique()
-        decided, undecided = _decide(held, jq_bad)
-        over.append(decided)
-        raw_jq = pl.concat([jq_dirty, held.join(jq_bad, on=["job_id", "q"], how="semi").select("job_id", "q"),
-                            undecided]).unique()
-        raw = pl.concat([raw, held.join(raw_jq, on=["job_id", "q"], how="semi").select("gpu_id", "q")])
+        multi = jobs.join(n_jobs.filter(pl.col("n") > 1), on="e_idx", how="semi")
+        dirty_jobs = dirty.join(jobs, on="e_idx").select("job_id", "q")
         job_cards = jobs.join(parts.select("e_idx", "gpu_id"), on="e_idx").select("job_id", "gpu_id").unique()
-    raw = raw.unique()
-    # What the rollup stands in for: exact cells not read raw.
-    from_rollup = exact.join(raw, on=["gpu_id", "q"], how="anti")
-    aggs = [from_rollup.group_by("e_idx").agg(pl.col(_SUMS).sum())]
-    n_rolled = from_rollup.height
-    del from_rollup
-    if over:
-        keep = over[0].join(raw, on=["gpu_id", "q"], how="anti")
-        over = [keep.group_by("e_idx", "job_id").agg(
-            pl.col("idle_s").sum().alias("over_s"), pl.col("idle_util_s").sum().alias("over_util_s"),
-            pl.col("idle_joules").fill_null(0.0).sum().alias("over_j"))]
-    undecided = [raw.clear()]
-    # Raw cells in windows of quarters (about RAW_CELLS_PER_WINDOW counted cells each): a cell
-    # needs only its neighbours, so the windows' sums just add up, in bounded memory.
+    else:
+        jobs = None
+
+    samples, n_raw, n_rolled = 0, 0, 0
+    aggs: list[pl.DataFrame] = []
+    over: list[pl.DataFrame] = []
+    energy: list[pl.DataFrame] = []
+    undecided = [dirty.select("gpu_id", "q").clear()]
+    if first_q < q0:  # samples starting before the period that reach into it
+        samples += int(cells_in(first_q, q0).get_column("samples").sum() or 0)
+    step = max(1, ROLLUP_CELLS_PER_WINDOW // max(1, ids.len()))
+    for wa in range(q0, q1, step):
+        wb = min(wa + step, q1)
+        inner = (pl.col("q") >= wa) & (pl.col("q") < wb)
+        c = cells_in(max(wa - 1, q0), min(wb + 1, q1))
+        mid = c.filter(inner)
+        samples += int(mid.get_column("samples").sum() or 0)
+        energy.append(mid.filter(pl.col("start_j").is_not_null()).select(
+            "gpu_id", (pl.col("q") * Q_US).cast(pl.Datetime("us")).dt.replace_time_zone("UTC").alias("bucket"),
+            pl.col("start_j").alias("joules")))
+        del mid
+        # Only what the parts need from here on (every copy of the cells counts).
+        c = c.select("gpu_id", "q", *_SUMS, "idle_s", *_MASKS).sort("gpu_id", "q")
+        exact = c.join_asof(runs, on="q", by="gpu_id", strategy="backward", check_sortedness=False).filter(
+            pl.col("e_idx").is_not_null() & (pl.col("q") < pl.col("qb"))).drop("qb")
+        if not rollup.external:
+            c = c.clear()  # only a rollup without raw samples spreads the other cells from it
+
+        raw = dirty.filter(inner).select("gpu_id", "q")
+        raw_jq = pl.DataFrame(schema={"job_id": pl.UInt32, "q": pl.Int64})
+        decided = None
+        if jobs is not None:
+            # Job cells the rollup may stand in for (narrow: the masks and the inactive sums).
+            held = exact.select("gpu_id", "q", "e_idx", *_MASKS, "idle_s", "idle_util_s", "idle_joules").join(
+                single, on="e_idx")
+            # A job's quarter is dirty when one of its cards is cut inside it, or when a card's
+            # quarter belongs to several multi-card jobs at once.
+            jq_dirty = pl.concat([
+                dirty_jobs.filter((pl.col("q") >= wa - 1) & (pl.col("q") <= wb)),
+                exact.select("e_idx", "q").join(multi, on="e_idx").select("job_id", "q"),
+            ]).unique()
+            # Deciding a quarter reads the masks of its neighbours too.
+            jq_bad = pl.concat([jq_dirty.with_columns(pl.col("q") + d) for d in (-1, 0, 1)]).unique()
+            # The cells either side of the window only inform its quarters' decisions.
+            decided, undecided_jq = _decide(held, jq_bad)
+            decided, held = decided.filter(inner), held.filter(inner)
+            raw_jq = pl.concat([jq_dirty.filter(inner), held.join(jq_bad, on=["job_id", "q"], how="semi")
+                                .select("job_id", "q"), undecided_jq.filter(inner)]).unique()
+            raw = pl.concat([raw, held.join(raw_jq, on=["job_id", "q"], how="semi").select("gpu_id", "q")])
+            del held
+        raw = raw.unique()
+        # What the rollup stands in for: exact cells of the window not read raw.
+        from_rollup = exact.filter(inner).join(raw, on=["gpu_id", "q"], how="anti")
+        del exact
+        aggs.append(from_rollup.group_by("e_idx").agg(pl.col(_SUMS).sum()))
+        n_rolled += from_rollup.height
+        n_raw += raw.height
+        del from_rollup
+        if decided is not None:
+            keep = decided.join(raw, on=["gpu_id", "q"], how="anti")
+            over.append(keep.group_by("e_idx", "job_id").agg(
+                pl.col("idle_s").sum().alias("over_s"), pl.col("idle_util_s").sum().alias("over_util_s"),
+                pl.col("idle_joules").fill_null(0.0).sum().alias("over_j")))
+        _raw_windows(reader, rollup, c, raw, raw_jq, job_cards, parts, codes, raw_sums, aggs, over, undecided)
+    undecided_f = pl.concat(undecided)
+    names = codes.select(pl.col("gc").alias("gpu_id"), pl.col("gpu_id").alias("name"))
+    undecided_f = undecided_f.join(names, on="gpu_id").select(pl.col("name").alias("gpu_id"), "q").sort("gpu_id", "q")
+    return Quarters(aggs, over, energy, [resets], samples, outside, n_raw, n_rolled, undecided_f)
+
+
+def _raw_windows(reader, rollup, c, raw, raw_jq, job_cards, parts, codes, raw_sums, aggs, over, undecided) -> None:
+    """The raw cells in windows of quarters (about RAW_CELLS_PER_WINDOW counted cells each): a
+    cell needs only its neighbours, so the windows' sums just add up, in bounded memory.
+    Appends to aggs, over and undecided."""
     qs = raw.get_column("q").sort()
     edges = [qs[i] for i in range(0, qs.len(), RAW_CELLS_PER_WINDOW)] + ([qs[-1] + 1] if qs.len() else [])
     for qa, qb in zip(edges, edges[1:]):
@@ -194,10 +238,6 @@ def run(
             a2, o2 = _raw_cells(reader, use, clipped, codes, raw_sums)
             aggs += a2
             over += o2
-    undecided = pl.concat(undecided)
-    names = codes.select(pl.col("gc").alias("gpu_id"), pl.col("gpu_id").alias("name"))
-    undecided = undecided.join(names, on="gpu_id").select(pl.col("name").alias("gpu_id"), "q").sort("gpu_id", "q")
-    return Quarters(aggs, over, [energy], [resets], samples, outside, raw.height, n_rolled, undecided)
 
 
 def _bit(i: pl.Expr) -> pl.Expr:

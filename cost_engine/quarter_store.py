@@ -220,15 +220,19 @@ class Rollup:
     With `names`, the cells' gpu_id is a UInt32 index into `names` (sorted card ids) and the
     cells hold only the columns the engine reads (`READ`), masks as small integers: the store's
     rollup is millions of rows, and string ids would be most of their size and of every join's
-    cost. Without `names` (tests, bundles), gpu_id is the card id itself."""
+    cost. Without `names` (tests, bundles), gpu_id is the card id itself.
 
-    cells: pl.DataFrame
+    `cells` None: the store's rollup, read a window of quarters at a time (`window`, through the
+    telemetry reader) so that a month of a fleet's cells is never in memory at once."""
+
+    cells: pl.DataFrame | None
     resets: pl.DataFrame
     external: bool = False  # made elsewhere (Spark): the store holds no raw samples behind it
     names: pl.Series | None = None
 
     def coded(self) -> tuple[pl.DataFrame, pl.Series]:
         """(cells with gpu_id as a UInt32 index into the names, the sorted names)."""
+        assert self.cells is not None, "a rollup read per window has no cells in memory"
         if self.names is not None:
             return self.cells, self.names
         names = self.cells.get_column("gpu_id").unique().sort()
@@ -248,8 +252,11 @@ _READ_SQL = {pl.UInt32: "UINTEGER", pl.Int64: "BIGINT", pl.Float64: "DOUBLE", pl
              pl.Boolean: "BOOLEAN"}
 
 
-def load(con: duckdb.DuckDBPyConnection, rule: Activity, gpu_ids: tuple[str, ...] | None = None) -> Rollup | None:
-    """The store's rollup when it was made for this connection's data and for `rule`, else None."""
+def load(con: duckdb.DuckDBPyConnection, rule: Activity, gpu_ids: tuple[str, ...] | None = None,
+         whole: bool = False) -> Rollup | None:
+    """The store's rollup when it was made for this connection's data and for `rule`, else None.
+
+    Its cells are read by window (`window`) unless `whole`: then all of them now."""
     from . import store
 
     if rule.max_sample_gap_s > quarters.MAX_GAP_S or not math.isfinite(rule.threshold_pct):
@@ -261,18 +268,7 @@ def load(con: duckdb.DuckDBPyConnection, rule: Activity, gpu_ids: tuple[str, ...
     where, params = ("", []) if gpu_ids is None else (" WHERE gpu_id IN (SELECT unnest(?))", [list(gpu_ids)])
     rows = con.sql(f"SELECT DISTINCT gpu_id FROM {TABLE}{where} ORDER BY gpu_id", params=params).fetchall()
     names = pl.Series("gpu_id", [r[0] for r in rows], dtype=pl.String)
-    # Card ids to their index in SQL (a join against the few thousand names), so no id string
-    # of the millions of cells crosses into Python.
-    con.register("_rollup_names", pl.DataFrame({"gpu_id": names}).with_row_index("i").to_arrow())
-    try:
-        cols = ", ".join("n.i AS gpu_id" if n == "gpu_id" else f"CAST(c.{n} AS {_READ_SQL[d]}) AS {n}"
-                         for n, d in READ.items())
-        got = pl.from_arrow(con.sql(f"SELECT {cols} FROM {TABLE} c JOIN _rollup_names n ON n.gpu_id = c.gpu_id",
-                                    ).to_arrow_table())
-    finally:
-        con.unregister("_rollup_names")
-    assert isinstance(got, pl.DataFrame)
-    cells = got.cast(dict(READ)) if got.height else pl.DataFrame(schema=READ)
+    cells = window(con, names, None, None) if whole else None
     res = pl.from_arrow(con.sql(f"SELECT {', '.join(quarters.RESET_SCHEMA)} FROM {RESETS}{where}",
                                 params=params).to_arrow_table())
     assert isinstance(res, pl.DataFrame)
@@ -280,4 +276,47 @@ def load(con: duckdb.DuckDBPyConnection, rule: Activity, gpu_ids: tuple[str, ...
     return Rollup(cells, resets, store._meta(con, "rollup_external") == "1", names)
 
 
-__all__ = ["TABLE", "RESETS", "Refreshed", "Rollup", "refresh", "load", "stored_rule", "ingest_rollup"]
+def window(con: duckdb.DuckDBPyConnection, names: pl.Series, qa: int | None, qb: int | None) -> pl.DataFrame:
+    """The cells of the cards in `names` with a quarter in [qa, qb) (None: unbounded), gpu_id
+    coded as the index into `names` (READ)."""
+    # Card ids to their index in SQL (a join against the few thousand names), so no id string
+    # of the millions of cells crosses into Python.
+    con.register("_rollup_names", pl.DataFrame({"gpu_id": names}).with_row_index("i").to_arrow())
+    try:
+        cols = ", ".join("n.i AS gpu_id" if n == "gpu_id" else f"CAST(c.{n} AS {_READ_SQL[d]}) AS {n}"
+                         for n, d in READ.items())
+        got = pl.from_arrow(con.sql(
+            f"SELECT {cols} FROM {TABLE} c JOIN _rollup_names n ON n.gpu_id = c.gpu_id "
+            "WHERE c.q >= coalesce(?, c.q) AND c.q < coalesce(?, c.q + 1)", params=[qa, qb]).to_arrow_table())
+    finally:
+        con.unregister("_rollup_names")
+    assert isinstance(got, pl.DataFrame)
+    return got.cast(dict(READ)) if got.height else pl.DataFrame(schema=READ)
+
+
+def sampled(con: duckdb.DuckDBPyConnection, names: pl.Series, a_us: int, b_us: int) -> pl.Series:
+    """The cards of `names` with a sample in [a_us, b_us) (b on a quarter edge), sorted: as
+    quarter_activity.sampled_cards over the cells in memory."""
+    con.register("_rollup_names", pl.DataFrame({"gpu_id": names}).to_arrow())
+    try:
+        rows = con.sql(
+            f"SELECT DISTINCT c.gpu_id FROM {TABLE} c JOIN _rollup_names n ON n.gpu_id = c.gpu_id "
+            f"WHERE c.samples > 0 AND c.q * {quarters.Q_US} < $b "
+            f"AND (c.q * {quarters.Q_US} >= $a OR (c.q = $qa AND c.last_us >= $a))",
+            params={"a": a_us, "b": b_us, "qa": a_us // quarters.Q_US}).fetchall()
+    finally:
+        con.unregister("_rollup_names")
+    return pl.Series("gpu_id", [r[0] for r in rows], dtype=pl.String).sort()
+
+
+def samples_of(con: duckdb.DuckDBPyConnection, names: pl.Series) -> int:
+    """How many samples the rollup counts for the cards in `names`, all quarters."""
+    if names.len() == 0:
+        return 0
+    row = con.sql(f"SELECT coalesce(sum(samples), 0) FROM {TABLE} WHERE gpu_id IN (SELECT unnest(?))",
+                  params=[names.to_list()]).fetchone()
+    return int(row[0]) if row else 0
+
+
+__all__ = ["TABLE", "RESETS", "Refreshed", "Rollup", "refresh", "load", "window", "sampled", "samples_of",
+           "stored_rule", "ingest_rollup"]

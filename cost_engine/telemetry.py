@@ -285,6 +285,22 @@ class _StoreReader:
 
         return quarter_store.load(self.con, rule, self.gpu_ids) if self.present else None
 
+    def rollup_window(self, names: pl.Series, qa: int | None, qb: int | None) -> pl.DataFrame:
+        """The rollup's cells of `names` in quarters [qa, qb) (quarter_store.window)."""
+        from . import quarter_store
+
+        return quarter_store.window(self.con, names, qa, qb)
+
+    def rollup_sampled(self, names: pl.Series, a_us: int, b_us: int) -> pl.Series:
+        from . import quarter_store
+
+        return quarter_store.sampled(self.con, names, a_us, b_us)
+
+    def rollup_samples(self, names: pl.Series) -> int:
+        from . import quarter_store
+
+        return quarter_store.samples_of(self.con, names)
+
     def quarters(self, cells: pl.DataFrame, codes: pl.DataFrame) -> pl.DataFrame:
         """As FrameTelemetry.quarters: one equi-join on (card, quarter), linear in the samples scanned."""
         if not self.present or cells.height == 0:
