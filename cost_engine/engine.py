@@ -253,14 +253,21 @@ def compute(bundle: Bundle, config: Config, telemetry: TelemetrySource | None = 
         else:  # in the same batches: resolving millions at once holds several copies
             raw = bundle["requests"].iter_slices(REQUEST_SLICE_ROWS)
         n_requests = bundle.held_rows.get("requests", bundle["requests"].height)
+        parts: list[pl.DataFrame] = []
         with contextlib.ExitStack() as stack:
             # Millions of resolved requests live in memory-mapped spill files, like a big bundle's
             # tables: resident only while scanned (bundle.release_pages), not all the time.
-            keep = stack.enter_context(spill_folder()) if n_requests > SPILL_REQUESTS_ABOVE else None
+            spill = stack.enter_context(spill_folder()) if n_requests > SPILL_REQUESTS_ABOVE else None
+
+            def keep(batch: pl.DataFrame) -> pl.DataFrame:
+                # Each batch is summed while it is in memory, before it is spilled.
+                parts.append(tokens.summarize(batch))
+                return spill(batch) if spill is not None else batch
+
             req = tokens.prepare_requests(raw, period, config, own.resolve, fine, keep=keep)
         del raw
         release_pages()  # a big bundle's requests are mapped from the reader's spill: done with them
-        summary = tokens.summarize(req)
+        summary = tokens.merge_summaries(parts) if parts else tokens.summarize(req)
         if memo is not None:
             memo[rkey] = (req, summary)
     to_slot = allocation.coarse_slots(fine, slots)

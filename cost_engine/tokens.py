@@ -9,7 +9,7 @@ import polars as pl
 
 from .bundle import release_pages
 from .config import Config
-from .contract import IDLE
+from .contract import IDLE, TS
 from .ledger import Period, split_by
 
 TOKEN_COLS = ("input_tokens", "cached_input_tokens", "output_tokens")
@@ -66,12 +66,16 @@ def summarize(requests: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     `failed_requests` (status not ok), `retried_requests` (attempt > 1), `has_attempts` (some
     request says which try it was), `prefill_ms`/`decode_ms` summed over the requests that carry
     both and `all_phase` (every request does), `records` (rows: each bucket row is one record)
-    and `no_latency` (rows without ttft or latency).
+    and `no_latency` (rows without ttft or latency). Summaries of parts of the requests (the
+    batches they are resolved in) fold into the summary of the whole with `merge_summaries`.
     """
     has_phase = pl.col("prefill_ms").is_not_null() & pl.col("decode_ms").is_not_null()
-    return request_sums(requests.lazy().with_columns(pl.col("ts").dt.truncate("1h").alias("hour")).group_by(
-        SUMMARY_KEYS).agg(
-        *(pl.col(c).sum() for c in (*TOKEN_COLS, "requests", "tokens", "tokens_w")),
+    # Project and tenant follow from (owner, source), the day from the slot: not keys to hash.
+    # The hour as an integer (ts is UTC, so this is its truncation to the hour).
+    hour = (pl.col("ts").dt.epoch("us") // _HOUR_US).alias("hour")
+    out = request_sums(requests.lazy().group_by("model", "owner", "source", "fslot", "day", hour).agg(
+        pl.col("project", "tenant").first(),
+        pl.col(*TOKEN_COLS, "requests", "tokens", "tokens_w").sum(),
         pl.col("tokens").filter(pl.col("good")).sum().alias("good_tokens"),
         pl.col("requests").filter(pl.col("good")).sum().alias("good_requests"),
         pl.col("requests").filter(pl.col("status") != "ok").sum().alias("failed_requests"),
@@ -83,6 +87,23 @@ def summarize(requests: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
         pl.len().cast(pl.Int64).alias("records"),
         (pl.col("latency_ms").is_null() | pl.col("ttft_ms").is_null()).sum().cast(pl.Int64).alias("no_latency"),
     ))
+    return out.with_columns((pl.col("hour") * _HOUR_US).cast(TS).alias("hour")).select(_SUMMARY_COLS)
+
+
+def merge_summaries(parts: list[pl.DataFrame]) -> pl.DataFrame:
+    """One summary from the summaries of parts of the requests: sums added, flags combined."""
+    if len(parts) == 1:
+        return parts[0]
+    return pl.concat(parts).group_by("model", "owner", "source", "fslot", "day", "hour").agg(
+        pl.col("project", "tenant").first(), pl.col(*_SUMMED).sum(), pl.col("has_attempts").any(),
+        pl.col("all_phase").all(),
+    ).select(_SUMMARY_COLS)
+
+
+_HOUR_US = 3_600_000_000
+_SUMMED = (*TOKEN_COLS, "requests", "tokens", "tokens_w", "good_tokens", "good_requests", "failed_requests",
+           "retried_requests", "prefill_ms", "decode_ms", "records", "no_latency")
+_SUMMARY_COLS = (*SUMMARY_KEYS, *_SUMMED, "has_attempts", "all_phase")
 
 
 # Columns a usage bucket counts over its whole [ts, end): pro-rated to the part inside the period.
