@@ -207,7 +207,7 @@ def scope(comp: Computation, principal: Principal) -> Computation:
     money_before = comp.money_before_recharge.filter((pl.col("dest") != IDLE) & mine)
     spread = comp.money_spread.filter((pl.col("dest") != IDLE) & mine)
     requests = comp.requests.filter(mine)
-    summary = comp.request_summary.filter(mine)
+    summary, hours = comp.request_summary.filter(mine), comp.request_hours.filter(mine)
     allocations = comp.allocations.filter(mine)
     models, _ = model_table(money_before, seg, summary, comp.config)
     own_ids = set(seg["s_idx"].to_list())
@@ -230,7 +230,8 @@ def scope(comp: Computation, principal: Principal) -> Computation:
     spans = merged_spans(seg.select("gpu_id", "t0", "t1"))
     return replace(
         comp, ledger=ledger, seg=seg, money=money, money_spread=spread, money_before_recharge=money_before,
-        inputs=inputs, requests=requests, request_summary=summary, models=models, idle=idle, allocations=allocations, bundle=bundle,
+        inputs=inputs, requests=requests, request_summary=summary, request_hours=hours, models=models, idle=idle,
+        allocations=allocations, bundle=bundle,
         rejected=comp.rejected.clear(), gaps=[], unmapped_callers=comp.unmapped_callers.clear(),
         cost_rates=comp.cost_rates,
         ownership=_scoped_ownership(comp.ownership, allowed, allocations, requests),

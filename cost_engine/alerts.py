@@ -190,7 +190,8 @@ def _burn_rate_jump(comp: Computation, as_of: datetime, pct: float, cur: str) ->
 
 def _unit_cost_jump(comp: Computation, as_of: datetime, pct: float, cur: str) -> list[dict]:
     covered = _covered_days(comp, as_of)
-    daily = model_trend(comp.money_before_recharge, comp.seg, comp.request_summary).select("model", "day", "cost", "tokens")
+    daily = model_trend(comp.money_before_recharge, comp.seg, comp.request_summary, comp.request_hours).select(
+        "model", "day", "cost", "tokens")
     t = _trailing(daily.with_columns(pl.col("tokens").cast(pl.Float64)), covered, ["model"], ["cost", "tokens"],
                   as_of).sort("model")
 

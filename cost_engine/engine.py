@@ -42,6 +42,7 @@ class Computation:
     # The requests summed per tokens.SUMMARY_KEYS, with `slot` (the project_slots slot of their
     # fslot): what the spread, the recharge, the by-model table and the report read.
     request_summary: pl.DataFrame
+    request_hours: pl.DataFrame  # (model, tenant, hour): the UTC hours with requests (tokens.busy_hours)
     models: pl.DataFrame  # by_model table
     idle: pl.DataFrame  # idle pieces with cause (s_idx, kind, cause, gpu_hours, idle_frac, energy_kwh_gpu)
     card_energy: pl.DataFrame  # per card and quarter hour (UTC): joules of the samples starting there
@@ -244,7 +245,7 @@ def compute(bundle: Bundle, config: Config, telemetry: TelemetrySource | None = 
             tuple(fine["g0"].to_list()))
     held_req = memo.get(rkey) if memo is not None else None
     if held_req is not None:
-        req, summary = held_req
+        req, summary, hours = held_req
     else:
         if "requests" in bundle.held_rows and bundle.store is not None:
             from . import store  # requests left in the store: read in batches, resolved batch by batch
@@ -254,6 +255,7 @@ def compute(bundle: Bundle, config: Config, telemetry: TelemetrySource | None = 
             raw = bundle["requests"].iter_slices(REQUEST_SLICE_ROWS)
         n_requests = bundle.held_rows.get("requests", bundle["requests"].height)
         parts: list[pl.DataFrame] = []
+        hour_parts: list[pl.DataFrame] = []
         with contextlib.ExitStack() as stack:
             # Millions of resolved requests live in memory-mapped spill files, like a big bundle's
             # tables: resident only while scanned (bundle.release_pages), not all the time.
@@ -262,17 +264,20 @@ def compute(bundle: Bundle, config: Config, telemetry: TelemetrySource | None = 
             def keep(batch: pl.DataFrame) -> pl.DataFrame:
                 # Each batch is summed while it is in memory, before it is spilled.
                 parts.append(tokens.summarize(batch))
+                hour_parts.append(tokens.busy_hours(batch))
                 return spill(batch) if spill is not None else batch
 
             req = tokens.prepare_requests(raw, period, config, own.resolve, fine, keep=keep)
         del raw
         release_pages()  # a big bundle's requests are mapped from the reader's spill: done with them
         summary = tokens.merge_summaries(parts) if parts else tokens.summarize(req)
+        hours = pl.concat(hour_parts).unique() if hour_parts else tokens.busy_hours(req)
         if memo is not None:
-            memo[rkey] = (req, summary)
+            memo[rkey] = (req, summary, hours)
     to_slot = allocation.coarse_slots(fine, slots)
     summary = summary.with_columns(
-        pl.lit(to_slot).gather(pl.col("fslot")).alias("slot") if to_slot.len() else pl.lit(None, dtype=pl.Int64).alias("slot"))
+        pl.lit(to_slot).gather(pl.col("fslot")).alias("slot") if to_slot.len()
+        else pl.lit(None, dtype=pl.Int64).alias("slot"))
     no_latency = int(summary["no_latency"].sum())
     if no_latency:
         gaps.append(("latency missing", f"{no_latency} requests without ttft or latency count as meeting the SLO"))
@@ -308,7 +313,8 @@ def compute(bundle: Bundle, config: Config, telemetry: TelemetrySource | None = 
     return Computation(
         config=config, period=period, ledger=ledger, ownership=own, seg=seg, money=money,
         money_spread=spread.money, money_before_recharge=money_before, inputs=spread.inputs, cost_rates=spread.cost_rates,
-        requests=req, request_summary=summary, models=models, idle=idle_pieces, card_energy=ta.card_energy, telemetry=source,
+        requests=req, request_summary=summary, request_hours=hours, models=models, idle=idle_pieces,
+        card_energy=ta.card_energy, telemetry=source,
         allocations=allocs, unmapped_callers=recharged.unmapped, bundle=bundle,
         rejected=pl.concat(rejected), gaps=gaps,
     )

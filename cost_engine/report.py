@@ -324,6 +324,7 @@ def build_report(comp: Computation) -> dict:
         "trend": [{**r, "day": r["day"].isoformat()} for r in _rows(trend(comp))],
         "model_trend": [
             {**r, "day": r["day"].isoformat()}
-            for r in _rows(model_trend(comp.money_before_recharge, comp.seg, comp.request_summary))
+            for r in _rows(model_trend(comp.money_before_recharge, comp.seg, comp.request_summary,
+                                       comp.request_hours))
         ],
     }

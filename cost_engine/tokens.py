@@ -54,8 +54,11 @@ def request_sums(plan: pl.LazyFrame) -> pl.DataFrame:
 
 # The grain of the request summary: every figure the engine and the report read from requests
 # groups by some of these (the spread by slot and caller, the recharge by model and caller, the
-# report by tenant, project, day and model; model_trend by hour), so summing them is exact.
-SUMMARY_KEYS = ("model", "project", "tenant", "owner", "source", "fslot", "day", "hour")
+# report by tenant, project, day and model), so summing them is exact. The hours with traffic
+# (model_trend's occupancy) are kept apart, per model and tenant (what views narrow by): an hour
+# key would make the summary as long as the requests wherever callers are many.
+SUMMARY_KEYS = ("model", "project", "tenant", "owner", "source", "fslot", "day")
+HOUR_KEYS = ("model", "tenant", "hour")
 
 
 def summarize(requests: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
@@ -70,10 +73,8 @@ def summarize(requests: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     batches they are resolved in) fold into the summary of the whole with `merge_summaries`.
     """
     has_phase = pl.col("prefill_ms").is_not_null() & pl.col("decode_ms").is_not_null()
-    # Project and tenant follow from (owner, source), the day from the slot: not keys to hash.
-    # The hour as an integer (ts is UTC, so this is its truncation to the hour).
-    hour = (pl.col("ts").dt.epoch("us") // _HOUR_US).alias("hour")
-    out = request_sums(requests.lazy().group_by("model", "owner", "source", "fslot", "day", hour).agg(
+    # Project and tenant follow from (owner, source): not keys to hash.
+    return request_sums(requests.lazy().group_by("model", "owner", "source", "fslot", "day").agg(
         pl.col("project", "tenant").first(),
         pl.col(*TOKEN_COLS, "requests", "tokens", "tokens_w").sum(),
         pl.col("tokens").filter(pl.col("good")).sum().alias("good_tokens"),
@@ -86,15 +87,22 @@ def summarize(requests: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
         has_phase.all().alias("all_phase"),
         pl.len().cast(pl.Int64).alias("records"),
         (pl.col("latency_ms").is_null() | pl.col("ttft_ms").is_null()).sum().cast(pl.Int64).alias("no_latency"),
-    ))
-    return out.with_columns((pl.col("hour") * _HOUR_US).cast(TS).alias("hour")).select(_SUMMARY_COLS)
+    ).select(_SUMMARY_COLS))
+
+
+def busy_hours(requests: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
+    """The UTC hours (`hour`, truncated `ts`) in which each model got a request from each tenant."""
+    # The hour as an integer (ts is UTC, so this is its truncation to the hour).
+    got = request_sums(requests.lazy().select("model", "tenant", (pl.col("ts").dt.epoch("us") // _HOUR_US)
+                                              .alias("hour")).unique())
+    return got.with_columns((pl.col("hour") * _HOUR_US).cast(TS).alias("hour"))
 
 
 def merge_summaries(parts: list[pl.DataFrame]) -> pl.DataFrame:
     """One summary from the summaries of parts of the requests: sums added, flags combined."""
     if len(parts) == 1:
         return parts[0]
-    return pl.concat(parts).group_by("model", "owner", "source", "fslot", "day", "hour").agg(
+    return pl.concat(parts).group_by("model", "owner", "source", "fslot", "day").agg(
         pl.col("project", "tenant").first(), pl.col(*_SUMMED).sum(), pl.col("has_attempts").any(),
         pl.col("all_phase").all(),
     ).select(_SUMMARY_COLS)
@@ -366,9 +374,10 @@ def model_table(
     return out, gaps
 
 
-def model_trend(money_before_recharge: pl.DataFrame, seg: pl.DataFrame, requests: pl.DataFrame) -> pl.DataFrame:
+def model_trend(money_before_recharge: pl.DataFrame, seg: pl.DataFrame, requests: pl.DataFrame,
+                hours: pl.DataFrame) -> pl.DataFrame:
     """Daily unit economics per model: $/1M output tokens, tokens per joule, occupancy
-    (`requests`: the request summary, summarize(); its `hour` says which hours had traffic).
+    (`requests`: the request summary, summarize(); `hours`: the hours with traffic, busy_hours()).
 
     Occupancy = allocated GPU-hours of the model's cards in hours that saw at least one request,
     over all its allocated GPU-hours (hours with no token are paid for all the same).
@@ -386,9 +395,9 @@ def model_trend(money_before_recharge: pl.DataFrame, seg: pl.DataFrame, requests
         pl.when(pl.col("covered_h").fill_null(0.0).sum() > 0).then(pl.col("joules").sum()).alias("joules"))
     # Split held time at hour edges to see which hours had traffic.
     hourly = split_by(s, "1h", "hour").with_columns((pl.col("f") * pl.col("alloc_h")).alias("h"))
-    busy_hours = requests.select("model", "hour").unique().with_columns(pl.lit(True).alias("busy"))
+    busy = hours.select("model", "hour").unique().with_columns(pl.lit(True).alias("busy"))
     occ = (
-        hourly.join(busy_hours, on=["model", "hour"], how="left")
+        hourly.join(busy, on=["model", "hour"], how="left")
         .group_by("model", "day")
         .agg(
             pl.col("h").filter(pl.col("busy").fill_null(False)).sum().alias("gpu_hours_with_tokens"),

@@ -129,9 +129,9 @@ def apply_filters(comp: Computation, filters: Filters | None) -> Computation:
         return out
 
     seg = held(comp.seg)
-    req, summary = comp.requests, comp.request_summary
+    req, summary, hours = comp.requests, comp.request_summary, comp.request_hours
     if f.tenants:
-        req, summary = (r.filter(_isin("tenant", f.tenants)) for r in (req, summary))
+        req, summary, hours = (r.filter(_isin("tenant", f.tenants)) for r in (req, summary, hours))
     if f.pools or f.accelerators:
         served = (
             comp.seg.filter(_isin("gpu_id", gpus) & (pl.col("workload") == "inference"))["model"]
@@ -139,9 +139,9 @@ def apply_filters(comp: Computation, filters: Filters | None) -> Computation:
             .unique()
             .to_list()
         )
-        req, summary = (r.filter(_isin("model", served)) for r in (req, summary))
+        req, summary, hours = (r.filter(_isin("model", served)) for r in (req, summary, hours))
     if f.workloads and "inference" not in f.workloads:
-        req, summary = req.head(0), summary.head(0)
+        req, summary, hours = req.head(0), summary.head(0), hours.head(0)
 
     m_final = money(comp.money)
     m_before = money(comp.money_before_recharge)
@@ -162,6 +162,7 @@ def apply_filters(comp: Computation, filters: Filters | None) -> Computation:
         inputs=inputs,
         requests=req,
         request_summary=summary,
+        request_hours=hours,
         models=models,
         idle=comp.idle.join(seg.select("s_idx"), on="s_idx", how="semi"),
         card_energy=comp.card_energy.filter(_isin("gpu_id", gpus)) if (f.pools or f.accelerators) else comp.card_energy,

@@ -265,6 +265,6 @@ def test_daily_model_trend_and_occupancy():
     = $16,000 per M output tokens for that day.
     """
     comp = compute(served_model(REQS), make_config())
-    t = model_trend(comp.money_before_recharge, comp.seg, comp.request_summary).row(0, named=True)
+    t = model_trend(comp.money_before_recharge, comp.seg, comp.request_summary, comp.request_hours).row(0, named=True)
     assert t["occupancy"] == pytest.approx(4 / 24)
     assert t["cost_per_million_output_tokens"] == pytest.approx(16_000.0)

@@ -124,8 +124,9 @@ def test_the_summary_keeps_every_figure_the_report_reads():
     assert by == {"A": (150, 10, 50, 130), "B": (10, 0, 5, 0)}
     assert rep["trend"][0]["requests"] == 4
     assert rep["model_trend"][0]["tokens"] == 130 + 80 + 15 + 40
-    # Four hours with traffic: 01-05 UTC; the summary holds one row per request here.
-    assert comp.request_summary.height == 4 and comp.request_summary["records"].sum() == 4
+    # Three callers on one day and slot: one summary row each; four hours with traffic (01-04 UTC).
+    assert comp.request_summary.height == 3 and comp.request_summary["records"].sum() == 4
+    assert comp.request_hours["hour"].dt.hour().sort().to_list() == [1, 2, 3, 4]
 
 
 # --- the property: the summary's figures are the rows' figures under any rules -------------------
@@ -199,7 +200,7 @@ def summary_figures(comp) -> dict:
         "by_project": sorted(own.group_by("tenant", "project").agg(pl.col(*tokens.TOKEN_COLS).sum()).rows()),
         "unmapped": sorted(s.filter(pl.col("project").is_null()).group_by("source", "owner")
                            .agg(pl.col("records").sum()).rows()),
-        "hours": sorted(s.select("model", "hour").unique().rows()),
+        "hours": sorted(comp.request_hours.select("model", "hour").unique().rows()),
     }
 
 
