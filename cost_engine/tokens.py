@@ -58,7 +58,6 @@ def request_sums(plan: pl.LazyFrame) -> pl.DataFrame:
 # (model_trend's occupancy) are kept apart, per model and tenant (what views narrow by): an hour
 # key would make the summary as long as the requests wherever callers are many.
 SUMMARY_KEYS = ("model", "project", "tenant", "owner", "source", "fslot", "day")
-HOUR_KEYS = ("model", "tenant", "hour")
 
 
 def summarize(requests: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
