@@ -150,9 +150,23 @@ def _refresh(con: duckdb.DuckDBPyConnection, rule: Activity, chunk_rows: int) ->
             con.execute("DROP TABLE IF EXISTS _rollup_smp")
         finally:
             con.unregister("_rollup_ranges")
+        if full:
+            _cluster(con)
     store._set_meta(con, "rollup_rule", key)
     store._set_meta(con, "rollup_ingests", now)
     return Refreshed(cards=ranges.height, cells=cells, full=full)
+
+
+def _cluster(con: duckdb.DuckDBPyConnection) -> None:
+    """Store the cells in quarter order. A rebuild writes them a slice of cards at a time, so
+    every row group would span the whole period and each window read (`window`) would scan the
+    whole table: windows x cells, which grows with days squared. In quarter order DuckDB's
+    min/max per row group skips all but the window's own. (An incremental refresh appends the
+    recent quarters, which keeps that order by row group.)"""
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _rollup_sorted AS SELECT {_COLS} FROM {TABLE} ORDER BY q, gpu_id")
+    con.execute(f"DELETE FROM {TABLE}")
+    con.execute(f"INSERT INTO {TABLE} ({_COLS}) SELECT {_COLS} FROM _rollup_sorted ORDER BY q, gpu_id")
+    con.execute("DROP TABLE _rollup_sorted")
 
 
 def stored_rule(db_path: str | Path) -> Activity | None:
@@ -195,7 +209,8 @@ def ingest_rollup(db_path: str | Path, folder: str | Path) -> int:
             con.execute(f"DELETE FROM {TABLE} r USING ({span}) g WHERE r.gpu_id = g.gpu_id AND r.q BETWEEN g.qa AND g.qb")
             con.execute(f"DELETE FROM {RESETS} r USING ({span}) g WHERE r.gpu_id = g.gpu_id "
                         f"AND r.t_us >= g.qa * {quarters.Q_US} AND r.t_us < (g.qb + 1) * {quarters.Q_US}")
-            row = store._one(con, f"INSERT INTO {TABLE} ({_COLS}) SELECT {_COLS} FROM _rollup_in")
+            # In quarter order, so that window reads skip other quarters' row groups (see _cluster).
+            row = store._one(con, f"INSERT INTO {TABLE} ({_COLS}) SELECT {_COLS} FROM _rollup_in ORDER BY q, gpu_id")
             con.execute(f"INSERT INTO {RESETS} SELECT CAST(gpu_id AS VARCHAR), CAST(t_us AS BIGINT), CAST(end_us AS BIGINT) "
                         "FROM read_parquet($p)",
                         {"p": resets_glob})
@@ -285,9 +300,12 @@ def window(con: duckdb.DuckDBPyConnection, names: pl.Series, qa: int | None, qb:
     try:
         cols = ", ".join("n.i AS gpu_id" if n == "gpu_id" else f"CAST(c.{n} AS {_READ_SQL[d]}) AS {n}"
                          for n, d in READ.items())
+        # Bounds as constants (no coalesce over the column), so the scan prunes row groups by q.
+        bounds = [("c.q >= ?", qa), ("c.q < ?", qb)]
+        where = " AND ".join(c for c, v in bounds if v is not None) or "TRUE"
         got = pl.from_arrow(con.sql(
-            f"SELECT {cols} FROM {TABLE} c JOIN _rollup_names n ON n.gpu_id = c.gpu_id "
-            "WHERE c.q >= coalesce(?, c.q) AND c.q < coalesce(?, c.q + 1)", params=[qa, qb]).to_arrow_table())
+            f"SELECT {cols} FROM {TABLE} c JOIN _rollup_names n ON n.gpu_id = c.gpu_id WHERE {where}",
+            params=[v for _, v in bounds if v is not None]).to_arrow_table())
     finally:
         con.unregister("_rollup_names")
     assert isinstance(got, pl.DataFrame)
@@ -302,8 +320,11 @@ def sampled(con: duckdb.DuckDBPyConnection, names: pl.Series, a_us: int, b_us: i
         rows = con.sql(
             f"SELECT DISTINCT c.gpu_id FROM {TABLE} c JOIN _rollup_names n ON n.gpu_id = c.gpu_id "
             f"WHERE c.samples > 0 AND c.q * {quarters.Q_US} < $b "
-            f"AND (c.q * {quarters.Q_US} >= $a OR (c.q = $qa AND c.last_us >= $a))",
-            params={"a": a_us, "b": b_us, "qa": a_us // quarters.Q_US}).fetchall()
+            f"AND (c.q * {quarters.Q_US} >= $a OR (c.q = $qa AND c.last_us >= $a)) "
+            # The same quarters as constant bounds on q, which the scan can prune row groups by.
+            "AND c.q >= $qa AND c.q < $qb",
+            params={"a": a_us, "b": b_us, "qa": a_us // quarters.Q_US,
+                    "qb": -(-b_us // quarters.Q_US)}).fetchall()
     finally:
         con.unregister("_rollup_names")
     return pl.Series("gpu_id", [r[0] for r in rows], dtype=pl.String).sort()

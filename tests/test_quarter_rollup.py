@@ -406,3 +406,24 @@ def test_a_dashboard_rule_change_reads_no_raw_samples():
     data["activity"]["threshold_pct"] = 50.0
     compute(bundle, type(cfg).model_validate(data), telemetry=source, memo=memo)
     assert "window" in source.reads
+
+
+def test_a_rebuilt_rollup_is_stored_in_quarter_order(tmp_path):
+    """A window read (quarter_store.window) prunes DuckDB row groups by quarter only when the cells
+    lie in quarter order. A rebuild writes one slice of cards at a time (chunk_rows=1 here: one
+    card per slice), so it sorts the table after. Two cards with samples 00:00-08:00 (g0 from
+    00:00:17, g1 from 00:00:45, one a minute): the last sample's interval (60 s) runs past 08:00, so
+    each card has cells in quarters 0..32 from DAY0, 33 cells, 66 in all, both cards side by side."""
+    db = tmp_path / "s.duckdb"
+    store.ingest(db, _store_bundle(range(0, 8)), rollup=None)
+    quarter_store.refresh(db, Activity(), chunk_rows=1)
+    with store.connect(db) as con:
+        rows = con.sql(f"SELECT q, gpu_id FROM {quarter_store.TABLE} ORDER BY rowid").fetchall()
+        got = quarter_store.load(con, Activity())
+        assert got is not None and got.names is not None
+        q0 = rows[0][0]
+        window = quarter_store.window(con, got.names, q0 + 4, q0 + 6)
+    assert len(rows) == 66 and rows[-1][0] - q0 == 32
+    assert rows == sorted(rows)
+    # Quarters 4 and 5 of both cards, and nothing else.
+    assert window.height == 4 and sorted(window["q"].to_list()) == [q0 + 4, q0 + 4, q0 + 5, q0 + 5]
