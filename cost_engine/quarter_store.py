@@ -335,8 +335,8 @@ def samples_of(con: duckdb.DuckDBPyConnection, names: pl.Series) -> int:
     if names.len() == 0:
         return 0
     row = con.sql(f"SELECT coalesce(sum(samples), 0) FROM {TABLE} WHERE gpu_id IN (SELECT unnest(?))",
-                  params=[names.to_list()]).fetchone()
-    return int(row[0]) if row else 0
+                  params=[names.to_list()]).fetchall()
+    return int(row[0][0]) if row else 0
 
 
 __all__ = ["TABLE", "RESETS", "Refreshed", "Rollup", "refresh", "load", "window", "sampled", "samples_of",

@@ -427,3 +427,24 @@ def test_a_rebuilt_rollup_is_stored_in_quarter_order(tmp_path):
     assert rows == sorted(rows)
     # Quarters 4 and 5 of both cards, and nothing else.
     assert window.height == 4 and sorted(window["q"].to_list()) == [q0 + 4, q0 + 4, q0 + 5, q0 + 5]
+
+
+def test_samples_of_a_card_outside_the_inventory_are_counted_from_the_stores_rollup(tmp_path):
+    """Card gx has samples but no inventory row. The report from the store reads the rollup a
+    window at a time and takes gx's sample count from the store (quarter_store.samples_of), which
+    must equal the raw path's: gx samples every minute from 00:00:17 to 01:59:17 = 120 samples,
+    named in gaps as ignored. (DuckDB 2 relations have no fetchone(): this path raised.)"""
+    db = tmp_path / "s.duckdb"
+    bundle = _store_bundle(range(0, 2))
+    stray = samples("gx", 17, [60] * 119, lambda i, t: 50.0, energy=lambda i, t: 1000.0 * i)
+    bundle = make_bundle(inventory=INV, telemetry=bundle["telemetry"].to_dicts() + stray,
+                         allocations=bundle["allocations"].to_dicts())
+    store.ingest(db, bundle, rollup=Activity())
+    tables = store.load_bundle(db, tables=["inventory", "allocations"])
+    raw = compute(tables, make_config(engine={"rollup": "off"}), telemetry=StoreTelemetry(db))
+    with pytest.MonkeyPatch.context() as mp:
+        spy = Spy(mp)
+        fast = compute(tables, make_config(), telemetry=StoreTelemetry(db))
+    assert spy.calls
+    _same(raw, fast)
+    assert ("telemetry", "120 samples of cards outside the inventory ignored") in fast.gaps
