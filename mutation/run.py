@@ -50,7 +50,7 @@ BEGIN, END = "<!-- mutation:begin (written by mutation/run.py report) -->", "<!-
 
 # The formula modules, in the order a partial run should reach them.
 MODULES = ["tariffs", "intervals", "ledger", "allocation", "idle", "tokens", "activity", "telemetry", "engine",
-           "report", "rollup"]
+           "report", "rollup", "quarters", "quarter_activity", "quarter_store"]
 
 # Fast, focused tests without a browser, a server or Spark; fastest files first so `-x` stops
 # early on a killed mutant. Files missing from an older tree (--ref) are left out.
@@ -58,6 +58,9 @@ ENGINE_TESTS = ["tests/test_intervals.py", "tests/test_mutants.py", "tests/test_
                 "tests/test_idle.py", "tests/test_interval_ledger.py", "tests/test_energy_tokens.py",
                 "tests/test_telemetry_windows.py"]
 TESTS = {m: ENGINE_TESTS for m in MODULES}
+# The quarter-hour rollup (issue 16): its equivalence tests against the raw path, and the store's.
+for _m in ("quarters", "quarter_activity", "quarter_store"):
+    TESTS[_m] = ENGINE_TESTS + ["tests/test_quarter_rollup.py"]
 TESTS["rollup"] = ["tests/test_rollup.py"]  # its Spark test is marked slow and left out (-m "not slow")
 
 KEPT_OPERATORS = re.compile(
