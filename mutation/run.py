@@ -60,7 +60,7 @@ ENGINE_TESTS = ["tests/test_intervals.py", "tests/test_mutants.py", "tests/test_
 TESTS = {m: ENGINE_TESTS for m in MODULES}
 # The quarter-hour rollup (issue 16): its equivalence tests against the raw path, and the store's.
 for _m in ("quarters", "quarter_activity", "quarter_store"):
-    TESTS[_m] = ENGINE_TESTS + ["tests/test_quarter_rollup.py"]
+    TESTS[_m] = ENGINE_TESTS + ["tests/test_quarter_rollup.py", "tests/test_quarter_spark.py"]
 TESTS["rollup"] = ["tests/test_rollup.py"]  # its Spark test is marked slow and left out (-m "not slow")
 
 KEPT_OPERATORS = re.compile(
