@@ -2462,3 +2462,70 @@ def test_kills_a_card_read_that_keeps_a_sample_at_its_end():
     comp = compute(b, make_config())
     got = comp.telemetry.card("g0", DAY0, DAY0 + timedelta(hours=2))
     assert [t.hour for t in got["ts"].to_list()] == [0, 1]
+
+
+def test_kills_the_rates_without_cards_gap_inverted_or_raised_for_a_rate_not_in_force():
+    """Card g0 in pool p with a $1 per card-hour rate all day: 24 card-hours, $24, all idle. A $5
+    rate for pool `ghost`, which has no card, bills nothing (no capacity) and is named in the gaps.
+    A `ghost` rate that ends exactly at the period's start is not in force in it: no gap.
+
+    Mutants: the gap raised only when every rate's pool has cards (`if not unknown`); a rate
+    whose span inside the period is empty kept (`ce >= cs`), so the expired one raises the gap.
+    """
+    own = {"pool": "p", "price_per_gpu_hour": 1.0, "start": ts(1, 0), "end": ts(2, 0)}
+    inv = [{"gpu_id": "g0", "pool": "p"}]
+    rep = report(make_bundle(inventory=inv, allocations=[], rates=[
+        own, {"pool": "ghost", "price_per_gpu_hour": 5.0, "start": ts(1, 0), "end": ts(2, 0)}]))
+    assert gaps(rep, "rates without cards") == ["rates for pools with no cards in the inventory: ['ghost']"]
+    reconciled(rep, 24.0)
+    rep = report(make_bundle(inventory=inv, allocations=[], rates=[
+        own, {"pool": "ghost", "price_per_gpu_hour": 5.0, "start": ts(30, 0), "end": ts(1, 0)}]))
+    assert gaps(rep, "rates without cards") == []
+    reconciled(rep, 24.0)
+    rep = report(make_bundle(inventory=inv, allocations=[], rates=[own]))
+    assert gaps(rep, "rates without cards") == []
+
+
+def test_kills_a_cost_row_reaching_back_into_the_slot_before_its_start():
+    """Period 10-01 .. 10-04 UTC (3 days). A direct cost of A1, $24 from 10-02 12:00 to 10-03
+    12:00: 12 h on Oct 2 and 12 h on Oct 3, so $12 and $12, and Oct 1 none of it. A1 holds g0 on
+    Oct 2 01:00-02:00 (no other cost, so the trend is this row alone).
+
+    Mutant (a row's first slot taken one slot early): the row also meets Oct 1, whose part is
+    min(ce, Oct 2 00:00) - max(cs, Oct 1 00:00) = -12 h, f = -0.5: Oct 1 -$12, and A1 $12 in all.
+    """
+    b = make_bundle(
+        inventory=[{"gpu_id": "g0", "pool": "p"}],
+        allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(2, 1), "end": ts(2, 2), "owner": "A1"}],
+        costs=[{"cost_id": "d", "category": "other", "amount": 24.0, "owner": "A1", "start": ts(2, 12),
+                "end": "2026-10-03T12:00:00Z"}],
+    )
+    period = {"start": datetime(2026, 10, 1, tzinfo=timezone.utc), "end": datetime(2026, 10, 4, tzinfo=timezone.utc)}
+    rep = report(b, period=period)
+    trend = {t["day"]: t["cost"] for t in rep["trend"]}
+    assert trend.get("2026-10-01", 0.0) == pytest.approx(0.0)
+    assert (trend["2026-10-02"], trend["2026-10-03"]) == (pytest.approx(12.0), pytest.approx(12.0))
+    assert by(rep, "by_project", "project") == pytest.approx({"A1": 24.0})
+    reconciled(rep, 24.0)
+
+
+def test_kills_a_tokens_cost_spread_over_requests_of_no_tokens():
+    """$100 other by tokens over the day; the only request (A1, 01:00) has no input, cached or
+    output tokens: no token weight in the row's span, so the row is kept whole in idle ($100)
+    and the gap names it.
+
+    Mutant (rows of weight 0 kept, `w >= 0`): the row is spread with f = 0 / 0 (NaN) and no
+    gap is raised.
+    """
+    b = make_bundle(
+        inventory=[{"gpu_id": "g0", "pool": "p"}],
+        allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 1), "owner": "A1"}],
+        requests=[{"request_id": "r1", "ts": ts(1, 1), "owner": "A1", "model": "m", "input_tokens": 0,
+                   "output_tokens": 0}],
+        costs=[{"cost_id": "t", "category": "other", "amount": 100.0, "driver": "tokens",
+                "start": ts(1, 0), "end": ts(2, 0)}],
+    )
+    rep = report(b, boundary=NO_POWER)
+    assert gaps(rep, "cost not spread") == ["cost t: no tokens during its span; kept as idle"]
+    assert rep["reconciliation"]["idle"] == pytest.approx(100.0)
+    reconciled(rep, 100.0)

@@ -416,11 +416,13 @@ def test_a_rebuilt_rollup_is_stored_in_quarter_order(tmp_path):
     each card has cells in quarters 0..32 from DAY0, 33 cells, 66 in all, both cards side by side."""
     db = tmp_path / "s.duckdb"
     store.ingest(db, _store_bundle(range(0, 8)), rollup=None)
-    quarter_store.refresh(db, Activity(), chunk_rows=1)
+    done = quarter_store.refresh(db, Activity(), chunk_rows=1)
+    assert (done.cards, done.cells, done.full) == (2, 66, True)
     with store.connect(db) as con:
         rows = con.sql(f"SELECT q, gpu_id FROM {quarter_store.TABLE} ORDER BY rowid").fetchall()
         got = quarter_store.load(con, Activity())
-        assert got is not None and got.names is not None
+        # By default the cells stay in the store, read a window at a time.
+        assert got is not None and got.names is not None and got.cells is None
         q0 = rows[0][0]
         window = quarter_store.window(con, got.names, q0 + 4, q0 + 6)
     assert len(rows) == 66 and rows[-1][0] - q0 == 32
@@ -448,3 +450,16 @@ def test_samples_of_a_card_outside_the_inventory_are_counted_from_the_stores_rol
     assert spy.calls
     _same(raw, fast)
     assert ("telemetry", "120 samples of cards outside the inventory ignored") in fast.gaps
+
+
+def test_the_rollup_of_a_single_sample_is_one_cell():
+    """One sample of g0 at DAY0 + 20 s, util 50 %, 100 W, no successor: its interval runs to the
+    300 s gap cap, inside the first quarter. One cell: 1 sample, covered and active 300 s
+    (50 % >= the 5 % threshold), util-seconds 50 x 300 = 15,000, joules 100 W x 300 s = 30,000."""
+    tel = make_bundle(inventory=INV, telemetry=samples("g0", 20, [], lambda i, t: 50.0))["telemetry"]
+    cells, resets = quarters.cells_duckdb(tel, Activity())
+    assert cells.height == 1 and resets.height == 0
+    cell = cells.row(0, named=True)
+    assert cell["q"] * quarters.Q_US == int(DAY0.timestamp()) * 1_000_000
+    assert (cell["samples"], cell["covered_s"], cell["active_s"], cell["idle_s"]) == (1, 300.0, 300.0, 0.0)
+    assert (cell["util_s"], cell["joules"]) == (15_000.0, 30_000.0)

@@ -130,3 +130,39 @@ def test_spark_rollup_report_equals_the_duckdb_path(spark, tmp_path):  # noqa: F
     raw = build_report(compute(bundle, cfg, telemetry=FrameTelemetry(bundle["telemetry"])))
     _close(reports[0], reports[1])
     _close(raw, reports[1])
+
+
+def test_a_rollup_made_again_into_the_same_folder_replaces_the_old_one(tmp_path):
+    """`ailedger rollup` run twice into one folder: the second run must not fail on the existing
+    folders, and a part file left there by an earlier run (here a stale copy under another name,
+    as Spark names its parts) must go, or the ingest would store its cells twice. _bundle(900):
+    two cards, samples 00:00:20-02:58:20 a minute apart; the last one's interval runs past 03:00,
+    so quarters 0..12: 13 cells a card, 26 in all."""
+    tel = tmp_path / "telemetry.parquet"
+    _bundle(900)["telemetry"].write_parquet(tel)
+    folder = tmp_path / "r"
+    quarters.duckdb_rollup(str(tel), str(folder), Activity())
+    assert pl.read_parquet(folder / "cells" / "*.parquet").height == 26
+    (folder / "cells" / "part-00000-stale.parquet").write_bytes((folder / "cells" / "part-0.parquet").read_bytes())
+    quarters.duckdb_rollup(str(tel), str(folder), Activity())
+    assert sorted(p.name for p in (folder / "cells").iterdir()) == ["part-0.parquet"]
+    assert pl.read_parquet(folder / "cells" / "*.parquet").height == 26
+
+
+@pytest.mark.parametrize("manifest, ok", [
+    ({"format": quarters.FORMAT, "quarter_s": quarters.Q_S, "rule": "threshold:5.0:300000000"}, True),
+    ({"format": quarters.FORMAT + 1, "quarter_s": quarters.Q_S, "rule": "threshold:5.0:300000000"}, False),
+    ({"format": quarters.FORMAT, "quarter_s": 300, "rule": "threshold:5.0:300000000"}, False),
+    ({"format": quarters.FORMAT, "quarter_s": quarters.Q_S, "rule": 5}, False),
+])
+def test_a_rollup_folder_of_another_format_or_quarter_length_is_refused(tmp_path, manifest, ok):
+    """Each of the manifest's three checks refuses on its own: another format, 300 s quarters,
+    a rule that is not a rule key; this version's manifest gives its rule key."""
+    import json
+
+    (tmp_path / "rollup.json").write_text(json.dumps(manifest), encoding="utf-8")
+    if ok:
+        assert quarters.read_manifest(tmp_path) == "threshold:5.0:300000000"
+    else:
+        with pytest.raises(ValueError, match="rollup.json: rollup format"):
+            quarters.read_manifest(tmp_path)
