@@ -463,3 +463,31 @@ def test_the_rollup_of_a_single_sample_is_one_cell():
     assert cell["q"] * quarters.Q_US == int(DAY0.timestamp()) * 1_000_000
     assert (cell["samples"], cell["covered_s"], cell["active_s"], cell["idle_s"]) == (1, 300.0, 300.0, 0.0)
     assert (cell["util_s"], cell["joules"]) == (15_000.0, 30_000.0)
+
+
+def test_the_stores_rollup_cuts_sampled_cards_at_cost_row_edges_like_the_raw_path(tmp_path):
+    """Cards g0, g1 sampled 00:00-08:00, held by A 00:20:34-20:00. A fleet power row, $50 for
+    03:00-05:00, and a $30 software row by active hours for 02:00-06:00 both start and end inside
+    the holding. The ledger cuts the cards with samples at those edges (engine.card_cuts), which
+    the report from the store learns from the rollup (quarter_store.sampled, bounded by quarter
+    constants); the figures must equal the raw path's, and g0's segments start at 02:00, 03:00,
+    05:00 and 06:00 among others."""
+    db = tmp_path / "s.duckdb"
+    bundle = _store_bundle(range(0, 8))
+    costs = [{"cost_id": "pw", "category": "power", "amount": 50.0, "start": DAY0 + timedelta(hours=3),
+              "end": DAY0 + timedelta(hours=5)},
+             {"cost_id": "sw", "category": "software", "amount": 30.0, "driver": "active_hours",
+              "start": DAY0 + timedelta(hours=2), "end": DAY0 + timedelta(hours=6)}]
+    bundle = make_bundle(inventory=INV, telemetry=bundle["telemetry"].to_dicts(),
+                         allocations=bundle["allocations"].to_dicts(), costs=costs)
+    store.ingest(db, bundle, rollup=Activity())
+    tables = store.load_bundle(db, tables=["inventory", "allocations", "costs"])
+    raw = compute(tables, make_config(engine={"rollup": "off"}), telemetry=StoreTelemetry(db))
+    with pytest.MonkeyPatch.context() as mp:
+        spy = Spy(mp)
+        fast = compute(tables, make_config(), telemetry=StoreTelemetry(db))
+    assert spy.calls
+    _same(raw, fast)
+    cut = fast.seg.filter(pl.col("gpu_id") == "g0")["t0"].to_list()
+    for h in (2, 3, 5, 6):
+        assert DAY0 + timedelta(hours=h) in cut

@@ -166,3 +166,35 @@ def test_a_rollup_folder_of_another_format_or_quarter_length_is_refused(tmp_path
     else:
         with pytest.raises(ValueError, match="rollup.json: rollup format"):
             quarters.read_manifest(tmp_path)
+
+
+def test_a_rollup_folder_stored_beside_raw_samples_or_for_another_rule(tmp_path):
+    """_bundle(900): cards g0, g1 sampled every minute 00:00:20-02:58:20, 13 quarters a card (26
+    cells). The store holds those raw samples and its own rollup for the default rule
+    (threshold 5 %). A folder rolled up elsewhere from the first hour's samples only (4 quarters
+    a card plus the quarter the 00:59:20 sample's interval reaches: 5, so 10 cells):
+    - for the same rule, it replaces the store's cells of those cards and quarters and keeps
+      the others: 26 cells, and the rollup is not external (raw samples are here);
+    - for another rule (threshold 50 %), nothing of the old rule may stay: 10 cells."""
+    bundle = _bundle(900)
+    db = tmp_path / "s.duckdb"
+    store.ingest(db, bundle, rollup=Activity())
+    first = tmp_path / "first.parquet"
+    bundle["telemetry"].filter(pl.col("ts") < DAY0 + timedelta(hours=1)).write_parquet(first)
+
+    def count(con) -> int:
+        return con.sql(f"SELECT count(*) FROM {quarter_store.TABLE}").fetchall()[0][0]
+
+    quarters.duckdb_rollup(str(first), str(tmp_path / "same"), Activity())
+    assert quarter_store.ingest_rollup(db, tmp_path / "same") == 10
+    with store.connect(db) as con:
+        got = quarter_store.load(con, Activity())
+        assert got is not None and not got.external
+        assert count(con) == 26
+    other = Activity(threshold_pct=50.0)
+    quarters.duckdb_rollup(str(first), str(tmp_path / "other"), other)
+    assert quarter_store.ingest_rollup(db, tmp_path / "other") == 10
+    with store.connect(db) as con:
+        assert quarter_store.load(con, Activity()) is None
+        assert quarter_store.load(con, other) is not None
+        assert count(con) == 10
