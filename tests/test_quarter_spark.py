@@ -198,3 +198,13 @@ def test_a_rollup_folder_stored_beside_raw_samples_or_for_another_rule(tmp_path)
         assert quarter_store.load(con, Activity()) is None
         assert quarter_store.load(con, other) is not None
         assert count(con) == 10
+
+
+def test_the_spark_sql_writes_the_rules_numbers_as_literals():
+    """Spark SQL gets no bound parameters, so the rule's numbers are written into the text: the
+    threshold as a float literal (7.5 %, never cut to 7) and the gap cap in microseconds as an
+    integer (300 s -> 300000000), with no parameter left unwritten."""
+    text = quarters.spark_sql(quarters.CELLS_SQL, Activity(threshold_pct=7.5))
+    assert "$" not in text
+    assert "CAST(7.5 AS DOUBLE)" in text and "CAST(7 AS DOUBLE)" not in text
+    assert "300000000" in text and "300000000.0" not in text
