@@ -2529,3 +2529,42 @@ def test_kills_a_tokens_cost_spread_over_requests_of_no_tokens():
     assert gaps(rep, "cost not spread") == ["cost t: no tokens during its span; kept as idle"]
     assert rep["reconciliation"]["idle"] == pytest.approx(100.0)
     reconciled(rep, 100.0)
+
+
+def test_kills_an_even_cost_weighed_against_its_slot_hours_instead_of_by_them():
+    """Period 10-01 .. 10-03 UTC (2 days). A shared $36 `other` row spread evenly (driver
+    `even`) from 10-01 12:00 to 10-03 00:00: 36 h, 12 on Oct 1 and 24 on Oct 2. A1 is the only
+    project with usage (g0 on Oct 1 01:00-02:00), so all $36 is A1's, by time: Oct 1 $12, Oct 2
+    $24 (the slots are 12 h and 24 h long).
+
+    Mutant (a slot's weight = share / its hours): 1/12 against 1/24 gives Oct 1 two thirds,
+    $24, and Oct 2 $12; A1's total is still $36.
+    """
+    b = make_bundle(
+        inventory=[{"gpu_id": "g0", "pool": "p"}],
+        allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 1), "end": ts(1, 2), "owner": "A1"}],
+        costs=[{"cost_id": "e", "category": "other", "amount": 36.0, "driver": "even", "start": ts(1, 12),
+                "end": "2026-10-03T00:00:00Z"}],
+    )
+    rep = report(b, period=TWO_DAYS, boundary=NO_POWER)
+    trend = {t["day"]: t["cost"] for t in rep["trend"]}
+    assert (trend["2026-10-01"], trend["2026-10-02"]) == (pytest.approx(12.0), pytest.approx(36.0 - 12.0))
+    assert by(rep, "by_project", "project") == pytest.approx({"A1": 36.0})
+    reconciled(rep, 36.0)
+
+
+def test_kills_a_rates_charges_exported_as_a_cost_rows():
+    """Card g0 in pool p, a $2 per card-hour rate all day and nothing else: $48 of rate, all idle.
+    Its money rows (and so the FOCUS charges built from them) name their origin `rate`.
+
+    Mutant (rate rows priced as cost rows, `is_rate` False): the same $48 under origin `cost`.
+    """
+    from cost_engine.exporters import focus_charges
+
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}], allocations=[],
+                    rates=[{"pool": "p", "price_per_gpu_hour": 2.0, "start": ts(1, 0), "end": ts(2, 0)}])
+    comp = compute(b, make_config())
+    assert comp.money.group_by("origin").agg(pl.col("amount").sum()).rows() == [("rate", pytest.approx(48.0))]
+    charges = focus_charges.charges(comp)
+    assert set(charges["origin"].to_list()) == {"rate"}
+    assert charges["amount"].sum() == pytest.approx(48.0)

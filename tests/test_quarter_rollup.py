@@ -491,3 +491,26 @@ def test_the_stores_rollup_cuts_sampled_cards_at_cost_row_edges_like_the_raw_pat
     cut = fast.seg.filter(pl.col("gpu_id") == "g0")["t0"].to_list()
     for h in (2, 3, 5, 6):
         assert DAY0 + timedelta(hours=h) in cut
+
+
+def test_a_refresh_is_incremental_for_the_same_rule_and_whole_for_another(tmp_path):
+    """Cards g0, g1: 00:00-08:00 ingested with the rollup, then 08:00-24:00 without. A refresh for
+    the same rule recomputes only the quarters the new rows touch (not full, 2 cards); a refresh
+    for another rule (threshold 50 %) rebuilds it whole, and its cells are that rule's, equal to
+    a rollup made from scratch from all the samples."""
+    db = tmp_path / "s.duckdb"
+    store.ingest(db, _store_bundle(range(0, 8)), rollup=Activity())
+    store.ingest(db, _store_bundle(range(8, 24), allocations=False), rollup=None)
+    same = quarter_store.refresh(db, Activity())
+    assert (same.full, same.cards) == (False, 2)
+    other = Activity(threshold_pct=50.0)
+    again = quarter_store.refresh(db, other)
+    assert (again.full, again.cards) == (True, 2)
+    with store.connect(db) as con:
+        got = quarter_store.load(con, other, whole=True)
+        assert quarter_store.load(con, Activity()) is None
+    tel = store.load_bundle(db)["telemetry"]
+    cells, _ = quarters.cells_duckdb(tel, other)
+    assert got is not None and got.names is not None
+    named = got.cells.with_columns(got.names.gather(got.cells["gpu_id"]).alias("gpu_id")).sort("gpu_id", "q")
+    assert named.equals(cells.select(named.columns).cast(named.schema))

@@ -208,3 +208,15 @@ def test_the_spark_sql_writes_the_rules_numbers_as_literals():
     assert "$" not in text
     assert "CAST(7.5 AS DOUBLE)" in text and "CAST(7 AS DOUBLE)" not in text
     assert "300000000" in text and "300000000.0" not in text
+
+
+def test_a_refresh_leaves_a_rollup_made_elsewhere_alone(tmp_path):
+    """A store whose rollup came from a folder and holds no raw samples (_external_store: 26
+    cells) cannot rebuild it for another rule: the refresh leaves it as it is, still the
+    default rule's, and reports nothing recomputed."""
+    _, db = _external_store(tmp_path, _bundle(900))
+    done = quarter_store.refresh(db, Activity(threshold_pct=50.0))
+    assert (done.cards, done.cells, done.full) == (0, 0, False)
+    with store.connect(db) as con:
+        assert con.sql(f"SELECT count(*) FROM {quarter_store.TABLE}").fetchall()[0][0] == 26
+        assert quarter_store.load(con, Activity()) is not None
