@@ -2568,3 +2568,26 @@ def test_kills_a_rates_charges_exported_as_a_cost_rows():
     charges = focus_charges.charges(comp)
     assert set(charges["origin"].to_list()) == {"rate"}
     assert charges["amount"].sum() == pytest.approx(48.0)
+
+
+def test_kills_a_requests_cost_reaching_into_the_slot_after_its_end():
+    """$10 `other` by requests from 00:00 to 12:00. A1 sends one request at 06:00, B1 one at
+    18:00, after the row's end: the row's slot (00:00-12:00, cut at its own end) holds A1's
+    request only, so A1 $10 and B1 none of it.
+
+    Mutant (a row's slots run one past its last): the 12:00-24:00 slot's request counts too,
+    A1 $5 and B1 $5.
+    """
+    b = make_bundle(
+        inventory=[{"gpu_id": "g0", "pool": "p"}],
+        allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 1), "owner": "A1"}],
+        owners=[{"tenant": "A", "project": "A1"}, {"tenant": "B", "project": "B1"}],
+        requests=[{"request_id": "r1", "ts": ts(1, 6), "owner": "A1", "model": "m", "input_tokens": 10, "output_tokens": 0},
+                  {"request_id": "r2", "ts": ts(1, 18), "owner": "B1", "model": "m", "input_tokens": 10, "output_tokens": 0}],
+        costs=[{"cost_id": "q", "category": "other", "amount": 10.0, "driver": "requests", "start": ts(1, 0),
+                "end": ts(1, 12)}],
+    )
+    rep = report(b, boundary=NO_POWER)
+    assert by(rep, "by_project", "project").get("B1", 0.0) == pytest.approx(0.0)
+    assert by(rep, "by_project", "project")["A1"] == pytest.approx(10.0)
+    reconciled(rep, 10.0)
