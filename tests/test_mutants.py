@@ -2554,20 +2554,24 @@ def test_kills_an_even_cost_weighed_against_its_slot_hours_instead_of_by_them():
 
 
 def test_kills_a_rates_charges_exported_as_a_cost_rows():
-    """Card g0 in pool p, a $2 per card-hour rate all day and nothing else: $48 of rate, all idle.
-    Its money rows (and so the FOCUS charges built from them) name their origin `rate`.
+    """Card g0 in pool p, a $2 per card-hour rate all day: $48 of rate; a $24 depreciation row
+    over the day spread by capacity hours: $24 of cost; all idle. The money rows (and so the
+    FOCUS charges built from them) name their origins `rate` and `cost`.
 
-    Mutant (rate rows priced as cost rows, `is_rate` False): the same $48 under origin `cost`.
+    Mutants (rate rows priced as cost rows, or cost rows as rates): all $72 under one origin.
     """
     from cost_engine.exporters import focus_charges
 
     b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}], allocations=[],
-                    rates=[{"pool": "p", "price_per_gpu_hour": 2.0, "start": ts(1, 0), "end": ts(2, 0)}])
+                    rates=[{"pool": "p", "price_per_gpu_hour": 2.0, "start": ts(1, 0), "end": ts(2, 0)}],
+                    costs=[{"cost_id": "dep", "category": "depreciation", "amount": 24.0, "start": ts(1, 0),
+                            "end": ts(2, 0)}])
     comp = compute(b, make_config())
-    assert comp.money.group_by("origin").agg(pl.col("amount").sum()).rows() == [("rate", pytest.approx(48.0))]
+    got = dict(comp.money.group_by("origin").agg(pl.col("amount").sum()).rows())
+    assert got == {"rate": pytest.approx(48.0), "cost": pytest.approx(24.0)}
     charges = focus_charges.charges(comp)
-    assert set(charges["origin"].to_list()) == {"rate"}
-    assert charges["amount"].sum() == pytest.approx(48.0)
+    assert dict(charges.group_by("origin").agg(pl.col("amount").sum()).rows()) == {
+        "rate": pytest.approx(48.0), "cost": pytest.approx(24.0)}
 
 
 def test_kills_a_requests_cost_reaching_into_the_slot_after_its_end():
