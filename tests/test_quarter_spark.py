@@ -220,3 +220,18 @@ def test_a_refresh_leaves_a_rollup_made_elsewhere_alone(tmp_path):
     with store.connect(db) as con:
         assert con.sql(f"SELECT count(*) FROM {quarter_store.TABLE}").fetchall()[0][0] == 26
         assert quarter_store.load(con, Activity()) is not None
+
+
+def test_a_rollup_folder_beside_a_single_raw_sample_is_not_external(tmp_path):
+    """The store holds one raw sample (g0 at 00:00:20): however few, the raw samples are here,
+    so a rollup folder stored beside it (1 cell) is not external."""
+    one = make_bundle(inventory=INV, telemetry=samples("g0", 20, [], lambda i, t: 50.0))
+    db = tmp_path / "s.duckdb"
+    store.ingest(db, one, rollup=None)
+    tel = tmp_path / "telemetry.parquet"
+    one["telemetry"].write_parquet(tel)
+    quarters.duckdb_rollup(str(tel), str(tmp_path / "r"), Activity())
+    assert quarter_store.ingest_rollup(db, tmp_path / "r") == 1
+    with store.connect(db) as con:
+        got = quarter_store.load(con, Activity())
+        assert got is not None and not got.external
