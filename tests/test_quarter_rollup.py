@@ -514,3 +514,30 @@ def test_a_refresh_is_incremental_for_the_same_rule_and_whole_for_another(tmp_pa
     assert got is not None and got.names is not None
     named = got.cells.with_columns(got.names.gather(got.cells["gpu_id"]).alias("gpu_id")).sort("gpu_id", "q")
     assert named.equals(cells.select(named.columns).cast(named.schema))
+
+
+def test_a_counter_reset_kept_in_the_stores_rollup_gives_the_raw_paths_energy(tmp_path):
+    """Cards g0, g1 sampled a minute apart 00:00-08:00, energy counters rising 1,000 J a sample;
+    g0's counter drops to 0 at its 240th sample (about 04:00) and rises again. The rollup keeps
+    that reset beside its cells; the report from the store must price that one interval by power
+    x time as the raw path does, name the reset in the gaps, and give the same energy."""
+    db = tmp_path / "s.duckdb"
+    tele = []
+    for c in ("g0", "g1"):
+        drop = 240 if c == "g0" else 10**9
+        tele += samples(c, 17 if c == "g0" else 45, [60] * (8 * 60 - 1), lambda i, t: float((i * 37) % 100),
+                        energy=lambda i, t, d=drop: 1000.0 * (i if i < d else i - d))
+    bundle = make_bundle(inventory=INV, telemetry=tele, allocations=[
+        {"allocation_id": f"a{i}", "gpu_id": f"g{i}", "owner": "A", "job_id": "j1",
+         "start": DAY0 + 1234 * S, "end": DAY0 + timedelta(hours=20)} for i in range(2)])
+    store.ingest(db, bundle, rollup=Activity())
+    with store.connect(db) as con:
+        assert con.sql(f"SELECT count(*) FROM {quarter_store.RESETS}").fetchall()[0][0] == 1
+    tables = store.load_bundle(db, tables=["inventory", "allocations"])
+    raw = compute(tables, make_config(engine={"rollup": "off"}), telemetry=StoreTelemetry(db))
+    with pytest.MonkeyPatch.context() as mp:
+        spy = Spy(mp)
+        fast = compute(tables, make_config(), telemetry=StoreTelemetry(db))
+    assert spy.calls
+    _same(raw, fast)
+    assert [g for g in fast.gaps if g[0] == "energy counter reset" and g[1].startswith("g0 at ")]
