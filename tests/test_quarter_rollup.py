@@ -541,3 +541,20 @@ def test_a_counter_reset_kept_in_the_stores_rollup_gives_the_raw_paths_energy(tm
     assert spy.calls
     _same(raw, fast)
     assert [g for g in fast.gaps if g[0] == "energy counter reset" and g[1].startswith("g0 at ")]
+
+
+def test_a_card_sampled_only_just_before_the_period_has_telemetry_on_the_rollup_path():
+    """g0's only sample is at 23:59:00 the day before, 50 % and 100 W; a0 holds g0 00:00-01:00.
+    That sample's interval (capped at the 300 s gap) reaches 240 s into the period, so the period
+    has telemetry: a0 is covered and active 240 s = 0.0667 GPU-h, 100 W x 240 s = 24,000 J. The
+    rollup path counts the sample from the quarter before the period as the raw path does; had
+    it not, the period would read as one with no telemetry at all."""
+    b = make_bundle(inventory=INV[:1], telemetry=samples("g0", -60, [], lambda i, t: 50.0),
+                    allocations=[{"allocation_id": "a0", "gpu_id": "g0", "owner": "A", "start": DAY0,
+                                  "end": DAY0 + 3600 * S}])
+    raw, fast, calls = both(b, make_config())
+    assert calls
+    assert not [g for g in fast.gaps if g[0] == "telemetry" and g[1].startswith("no telemetry")]
+    a0 = fast.seg.filter(pl.col("allocation_id") == "a0")
+    assert a0["active_h"].sum() == pytest.approx(240 / 3600, rel=1e-12)
+    assert a0["kwh_gpu"].sum() == pytest.approx(24_000 / 3.6e6, rel=1e-12)
