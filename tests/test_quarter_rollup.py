@@ -431,6 +431,19 @@ def test_a_rebuilt_rollup_is_stored_in_quarter_order(tmp_path):
     assert window.height == 4 and sorted(window["q"].to_list()) == [q0 + 4, q0 + 4, q0 + 5, q0 + 5]
 
 
+def _store_paths_agree(db, tables: list[str]):
+    """The report from the store `db` by the raw path and by its rollup (which it must read):
+    the same figures (_same). Returns the rollup path's computation."""
+    loaded = store.load_bundle(db, tables=tables)
+    raw = compute(loaded, make_config(engine={"rollup": "off"}), telemetry=StoreTelemetry(db))
+    with pytest.MonkeyPatch.context() as mp:
+        spy = Spy(mp)
+        fast = compute(loaded, make_config(), telemetry=StoreTelemetry(db))
+    assert spy.calls
+    _same(raw, fast)
+    return fast
+
+
 def test_samples_of_a_card_outside_the_inventory_are_counted_from_the_stores_rollup(tmp_path):
     """Card gx has samples but no inventory row. The report from the store reads the rollup a
     window at a time and takes gx's sample count from the store (quarter_store.samples_of), which
@@ -442,13 +455,7 @@ def test_samples_of_a_card_outside_the_inventory_are_counted_from_the_stores_rol
     bundle = make_bundle(inventory=INV, telemetry=bundle["telemetry"].to_dicts() + stray,
                          allocations=bundle["allocations"].to_dicts())
     store.ingest(db, bundle, rollup=Activity())
-    tables = store.load_bundle(db, tables=["inventory", "allocations"])
-    raw = compute(tables, make_config(engine={"rollup": "off"}), telemetry=StoreTelemetry(db))
-    with pytest.MonkeyPatch.context() as mp:
-        spy = Spy(mp)
-        fast = compute(tables, make_config(), telemetry=StoreTelemetry(db))
-    assert spy.calls
-    _same(raw, fast)
+    fast = _store_paths_agree(db, ["inventory", "allocations"])
     assert ("telemetry", "120 samples of cards outside the inventory ignored") in fast.gaps
 
 
@@ -481,13 +488,7 @@ def test_the_stores_rollup_cuts_sampled_cards_at_cost_row_edges_like_the_raw_pat
     bundle = make_bundle(inventory=INV, telemetry=bundle["telemetry"].to_dicts(),
                          allocations=bundle["allocations"].to_dicts(), costs=costs)
     store.ingest(db, bundle, rollup=Activity())
-    tables = store.load_bundle(db, tables=["inventory", "allocations", "costs"])
-    raw = compute(tables, make_config(engine={"rollup": "off"}), telemetry=StoreTelemetry(db))
-    with pytest.MonkeyPatch.context() as mp:
-        spy = Spy(mp)
-        fast = compute(tables, make_config(), telemetry=StoreTelemetry(db))
-    assert spy.calls
-    _same(raw, fast)
+    fast = _store_paths_agree(db, ["inventory", "allocations", "costs"])
     cut = fast.seg.filter(pl.col("gpu_id") == "g0")["t0"].to_list()
     for h in (2, 3, 5, 6):
         assert DAY0 + timedelta(hours=h) in cut
@@ -533,13 +534,7 @@ def test_a_counter_reset_kept_in_the_stores_rollup_gives_the_raw_paths_energy(tm
     store.ingest(db, bundle, rollup=Activity())
     with store.connect(db) as con:
         assert con.sql(f"SELECT count(*) FROM {quarter_store.RESETS}").fetchall()[0][0] == 1
-    tables = store.load_bundle(db, tables=["inventory", "allocations"])
-    raw = compute(tables, make_config(engine={"rollup": "off"}), telemetry=StoreTelemetry(db))
-    with pytest.MonkeyPatch.context() as mp:
-        spy = Spy(mp)
-        fast = compute(tables, make_config(), telemetry=StoreTelemetry(db))
-    assert spy.calls
-    _same(raw, fast)
+    fast = _store_paths_agree(db, ["inventory", "allocations"])
     assert [g for g in fast.gaps if g[0] == "energy counter reset" and g[1].startswith("g0 at ")]
 
 
