@@ -163,7 +163,8 @@ def _cluster(con: duckdb.DuckDBPyConnection) -> None:
     whole table: windows x cells, which grows with days squared. In quarter order DuckDB's
     min/max per row group skips all but the window's own. (An incremental refresh appends the
     recent quarters, which keeps that order by row group.)"""
-    con.execute(f"CREATE OR REPLACE TEMP TABLE _rollup_sorted AS SELECT {_COLS} FROM {TABLE} ORDER BY q, gpu_id")
+    # Only the INSERT's order lands in the table: the copy is taken unsorted.
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _rollup_sorted AS SELECT {_COLS} FROM {TABLE}")
     con.execute(f"DELETE FROM {TABLE}")
     con.execute(f"INSERT INTO {TABLE} ({_COLS}) SELECT {_COLS} FROM _rollup_sorted ORDER BY q, gpu_id")
     con.execute("DROP TABLE _rollup_sorted")

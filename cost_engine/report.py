@@ -82,8 +82,10 @@ def owner_table(comp: Computation, keys: list[str]) -> pl.DataFrame:
             for c in ("cost", "inference_cost", "energy_cost")
         ).drop("_uncosted")
     t = t.drop("_no_money")
-    # CO2e is unknown (not 0 kg) where no tariff gave the owner's energy a carbon intensity.
-    t = t.with_columns(pl.when(pl.col("_carbon_known").fill_null(False)).then(pl.col("carbon_kg")).alias("carbon_kg"))
+    # CO2e is unknown (not 0 kg) where no tariff gave the owner's energy a carbon intensity; an
+    # owner that held no card emitted a known 0 kg.
+    t = t.with_columns(pl.when(pl.col("_carbon_known").fill_null(False) | (pl.col("allocated_gpu_hours") == 0))
+                       .then(pl.col("carbon_kg")).alias("carbon_kg"))
     tokens_all = pl.sum_horizontal(*TOKEN_COLS)
     t = t.with_columns(
         pl.when(pl.col("covered_gpu_hours") > 0).then(pl.col("_util") / pl.col("covered_gpu_hours")).alias("avg_util_pct"),
@@ -129,13 +131,16 @@ def cost_gaps(comp: Computation) -> list[tuple[str, str]]:
 
 def unknown_without_telemetry(covered: str, energy_s: str) -> list[pl.Expr]:
     """Unknown is not zero: active hours where no telemetry covered the held time, and energy
-    (with its carbon and average power) where no sample gave an energy reading, are null."""
-    measured = pl.col(covered) > 0
-    metered = pl.col(energy_s) > 0
+    (with its carbon and average power) where no sample gave an energy reading, are null. An
+    owner that held no card was active 0 h and drew 0 kWh: known, with nothing to measure (its
+    average power, over no held time, stays null)."""
+    held_nothing = pl.col("allocated_gpu_hours") == 0
+    measured = (pl.col(covered) > 0) | held_nothing
+    metered = (pl.col(energy_s) > 0) | held_nothing
     return [
         pl.when(measured).then(pl.col("active_gpu_hours")).alias("active_gpu_hours"),
         *(pl.when(metered).then(pl.col(c)).alias(c) for c in ("energy_kwh_gpu", "energy_kwh_facility", "carbon_kg")),
-        pl.when(metered).then(pl.col("_held_s")).alias("_held_s"),
+        pl.when(pl.col(energy_s) > 0).then(pl.col("_held_s")).alias("_held_s"),
     ]
 
 

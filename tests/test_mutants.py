@@ -2135,7 +2135,9 @@ def test_kills_known_zeros_and_unknowns_swapped_in_the_owner_table():
     """No power cost row, so energy cost is measured energy x price. A1: 2 allocated GPU-hours
     priced at $0 by its pool's rate: cost a known $0.00; no sample measured its energy, so its
     energy (kWh, CO2e) and energy cost are unknown (null). B1: cost $10.00 (its direct row); it
-    held no card, so it drew no energy: energy cost a known $0.00. C1: its pool q is reached by
+    held no card, so it was active 0 h and drew no energy: 0 kWh, 0 kg CO2e and energy cost $0.00,
+    all known (nothing to measure); its average power, over no held time, is undefined (null).
+    C1: its pool q is reached by
     no cost input, so its cost is unknown and the gap "cost unknown" names q; A1's pool p is
     reached (by its $0 rate), so A1's $0 stands.
 
@@ -2144,7 +2146,9 @@ def test_kills_known_zeros_and_unknowns_swapped_in_the_owner_table():
     - an owner "uncosted" when it held any card (`| alloc_h > 0`): A1's $0 cost unknown;
     - any cost row taken for a power row (`origin == cost | category == power`): energy not priced
       by measurement, A1's unknown energy cost shown as $0;
-    - energy "metered" at 0 s of readings (`>= 0`): A1's energy 0 kWh instead of unknown.
+    - energy "metered" at 0 s of readings (`>= 0`): A1's energy 0 kWh instead of unknown;
+    - an owner that held no card left unmeasured (`held_nothing` dropped): B1's 0 kWh and 0 h
+      active shown as unknown.
     """
     rep = report(free_pool_and_a_direct_cost())
     rows = {r["project"]: r for r in rep["by_project"]}
@@ -2152,6 +2156,8 @@ def test_kills_known_zeros_and_unknowns_swapped_in_the_owner_table():
     assert (a1["allocated_gpu_hours"], a1["cost"]) == pytest.approx((2.0, 0.0))
     assert (a1["energy_cost"], a1["energy_kwh_gpu"], a1["energy_kwh_facility"], a1["carbon_kg"]) == (None, None, None, None)
     assert (b1["allocated_gpu_hours"], b1["cost"], b1["energy_cost"]) == pytest.approx((0.0, 10.0, 0.0))
+    assert (b1["active_gpu_hours"], b1["energy_kwh_gpu"], b1["energy_kwh_facility"], b1["carbon_kg"]) == (0.0, 0.0, 0.0, 0.0)
+    assert b1["avg_power_w_per_gpu"] is None
     assert (rows["C1"]["allocated_gpu_hours"], rows["C1"]["cost"]) == (1.0, None)
     assert [d.split(":")[0] for d in gaps(rep, "cost unknown")] == ["no cost row, rate or measured energy reaches pool(s) q"]
     reconciled(rep, 10.0)

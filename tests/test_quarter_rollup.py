@@ -553,3 +553,66 @@ def test_a_card_sampled_only_just_before_the_period_has_telemetry_on_the_rollup_
     a0 = fast.seg.filter(pl.col("allocation_id") == "a0")
     assert a0["active_h"].sum() == pytest.approx(240 / 3600, rel=1e-12)
     assert a0["kwh_gpu"].sum() == pytest.approx(24_000 / 3.6e6, rel=1e-12)
+
+
+
+def _reset_bundle():
+    """Cards g0, g1 sampled a minute apart 00:00-08:00 (g0 from 00:00:17), counters rising 1,000 J
+    a sample; g0's counter drops to 0 at its 240th sample, 04:00:17 (the interval from 03:59:17)."""
+    tele = []
+    for c in ("g0", "g1"):
+        drop = 240 if c == "g0" else 10**9
+        tele += samples(c, 17 if c == "g0" else 45, [60] * (8 * 60 - 1), lambda i, t: float((i * 37) % 100),
+                        energy=lambda i, t, d=drop: 1000.0 * (i if i < d else i - d))
+    return make_bundle(inventory=INV, telemetry=tele, allocations=[
+        {"allocation_id": f"a{i}", "gpu_id": f"g{i}", "owner": "A", "job_id": "j1",
+         "start": DAY0 + 1234 * S, "end": DAY0 + timedelta(hours=20)} for i in range(2)])
+
+
+def test_a_counter_reset_before_the_period_is_not_named_on_the_rollup_path():
+    """g0's counter reset lies in the interval 03:59:17-04:00:17. A report of the whole day names
+    it once; a report of 05:00-08:00 reads samples from 04:55 (the period start less the 300 s gap
+    cap) and must not name it, on the rollup path as on the raw path: the rollup's resets are taken
+    from the quarter of 04:55 (04:45) to the period's end only.
+
+    Mutant (quarter_activity.run: the resets' time filter `&` -> `|`): every reset of the card's
+    history is named, 04:00:17 in the 05:00-08:00 report too."""
+    whole = both(_reset_bundle(), make_config())[1]
+    assert [g[1] for g in whole.gaps if g[0] == "energy counter reset"] == [
+        "g0 at 2026-10-01 04:00:17Z: the counter went down since the 03:59:17Z sample; that interval uses power x time"]
+    late = make_config(period={"start": DAY0 + timedelta(hours=5), "end": DAY0 + timedelta(hours=8)})
+    raw, fast, calls = both(_reset_bundle(), late)
+    assert calls
+    assert not [g for g in fast.gaps if g[0] == "energy counter reset"]
+
+
+def test_a_card_sampled_only_just_before_the_period_is_cut_at_cost_edges_on_the_store_path(tmp_path):
+    """g0's only sample is at 23:59:00 the day before (100 W); a0 holds g0 00:00-01:00. The
+    sample's interval, capped at the 300 s gap, runs to 00:04:00, 240 s into the period, so g0 is a
+    sampled card and the ledger cuts it at the edges of the $50 power row 00:02-00:12 (priced by
+    energy). The store finds it from the rollup's cell of quarter 23:45, in which the sample comes
+    after the cut-off 23:55 (the period start less the gap cap; quarter_store.sampled, qa = the
+    quarter of 23:55).
+
+    Energy: 00:00-00:02 and 00:02-00:04, 120 s x 100 W = 12,000 J each. The row's span holds the
+    second: a0 pays the whole $50. The first lies under no power row, so it is priced by
+    measurement: 12,000 J = 1/300 kWh x 1.3 (server overhead) x 1.2 (PUE) = 0.0052 kWh x $0.12 =
+    $0.000624. a0's cost: $50.000624, all of the input.
+
+    Mutant (quarter_store.sampled: `a_us // Q_US` -> `a_us / Q_US`): a fractional quarter matches no
+    cell, g0 counts as unsampled and is not cut at 00:02 and 00:12, and the figures differ from the
+    raw path's."""
+    db = tmp_path / "s.duckdb"
+    b = make_bundle(inventory=INV[:1], telemetry=samples("g0", -60, [], lambda i, t: 50.0),
+                    allocations=[{"allocation_id": "a0", "gpu_id": "g0", "owner": "A", "start": DAY0,
+                                  "end": DAY0 + 3600 * S}],
+                    costs=[{"cost_id": "pw", "category": "power", "amount": 50.0, "start": DAY0 + 120 * S,
+                            "end": DAY0 + 720 * S}])
+    store.ingest(db, b, rollup=Activity())
+    fast = _store_paths_agree(db, ["inventory", "allocations", "costs"])
+    g0 = fast.seg.filter(pl.col("allocation_id") == "a0").sort("t0")
+    assert g0["t0"].to_list() == [DAY0, DAY0 + 120 * S, DAY0 + 720 * S]
+    assert g0["joules"].to_list() == pytest.approx([12_000.0, 12_000.0, 0.0])
+    rep = build_report(fast)
+    assert [(r["project"], r["cost"]) for r in rep["by_project"]] == [("A", pytest.approx(50.000624, rel=1e-12))]
+    assert rep["reconciliation"]["input_cost"] == pytest.approx(50.000624, rel=1e-12)
