@@ -616,3 +616,65 @@ def test_a_card_sampled_only_just_before_the_period_is_cut_at_cost_edges_on_the_
     rep = build_report(fast)
     assert [(r["project"], r["cost"]) for r in rep["by_project"]] == [("A", pytest.approx(50.000624, rel=1e-12))]
     assert rep["reconciliation"]["input_cost"] == pytest.approx(50.000624, rel=1e-12)
+
+
+def test_a_job_quarter_before_one_an_allocation_edge_cuts_is_read_raw_in_one_quarter_windows():
+    """Job j1: a0 holds g0 00:00-01:00, a1 holds g1 from 00:15:10 to 01:00, so a1's start cuts
+    quarter 00:15-00:30. Both cards sample every minute at :30 s from 00:00:30 (60 s intervals).
+    g0 is idle (0 %) throughout; g1 is busy (90 %) only in its 00:14:30 sample, whose interval
+    00:14:30-00:15:30 lies in a1 for 00:15:10-00:15:30 (20 s): within the job, g1 is busy in
+    minute 00:14. g0's idle sample of that minute, 00:14:30-00:15:30, has a busy sibling: all
+    its 60 s are oversized. No other minute has a busy card: oversized 60 s = 1/60 GPU-h
+    (0.016667 h), 30 s in quarter 00:00-00:15 and 30 s in quarter 00:15-00:30.
+
+    The quarter 00:00-00:15 must be read raw: the masks of the job's held cells do not show g1's
+    busy piece (g1's quarter 00:15-00:30 is cut, not held), so they would find no busy sibling
+    there and count none of g0's 30 s. It is read raw because the cut quarter after it is dirty;
+    in windows of one quarter (both() runs them) that cut quarter lies just after the window.
+
+    Mutant (quarter_activity.run: the dirty job quarters taken up to the window's end `<= wb` ->
+    `< wb`): in one-quarter windows the quarter 00:00-00:15 is decided by the masks, oversized
+    30 s instead of 60 s, unlike the raw path."""
+    allocs = [{"allocation_id": "a0", "gpu_id": "g0", "owner": "A", "job_id": "j1", "start": DAY0,
+               "end": DAY0 + 3600 * S},
+              {"allocation_id": "a1", "gpu_id": "g1", "owner": "A", "job_id": "j1", "start": DAY0 + 910 * S,
+               "end": DAY0 + 3600 * S}]
+    tele = samples("g0", 30, MINUTE, 0.0) + samples("g1", 30, MINUTE, lambda i, t: 90.0 if t == 870 else 0.0)
+    raw, fast, calls = both(make_bundle(inventory=INV, telemetry=tele, allocations=allocs), make_config())
+    assert _oversized_h(raw) == pytest.approx(60 / 3600, rel=1e-12)
+    assert _oversized_h(fast) == pytest.approx(60 / 3600, rel=1e-12)
+    over = fast.seg.filter(pl.col("allocation_id") == "a0")["over_s"].sum()
+    assert over == pytest.approx(60.0, rel=1e-12)
+
+
+def test_the_carried_idle_piece_is_decided_by_its_own_minute_when_later_minutes_are_covered_too():
+    """Job j1: a0 holds g0 and a1 holds g1, both 00:00-01:00 (every quarter whole: no edge).
+    g0 samples every minute at :30 s from 00:00:30 to 00:12:30, idle (0 %), then, after a 240 s
+    gap (under the 300 s cap), from 00:16:30 every minute, busy (90 %). Its 00:12:30 sample,
+    00:12:30-00:16:30, crosses into quarter 00:15-00:30: 150 s before the edge, 90 s after (the
+    carried piece, of minute 00:12). g1 samples every minute at :30 s from 00:00:30, busy in its
+    00:12:30 and 00:13:30 samples and from 00:15:30 on, idle otherwise.
+
+    Oversized (raw): g0's 00:12:30 sample is idle in minute 00:12, when g1 is busy: 240 s. g0's
+    other idle samples (minutes 00:00-00:11) have no busy sibling; g1's idle samples (00:00-00:11,
+    00:14) neither (g0 is busy from minute 00:16 only). Total 240 s = 1/15 GPU-h (0.066667 h).
+
+    On the rollup path quarter 00:00-00:15 is undecided (g0's idle minutes 0-11 have no busy
+    sibling, minute 12 has one) and read raw: 150 s. g0's quarter 00:15-00:30 has no idle sample
+    of its own, only the carried idle piece of minute 12, whose coverage is bit 12 of the
+    previous quarter's: minutes 12 and 13 are covered (g1 busy), 14 is not, so that mask shifted
+    down by 12 is 0b11 = 3, odd: bit 12 set, the 90 s count whole. 150 + 90 = 240 s.
+
+    Mutant (quarter_activity._decide: the tested bit `% 2` -> `% 3`): 3 % 3 = 0 reads minute 12
+    as uncovered, the carried piece counts nothing: 150 s, not 240 s."""
+    allocs = [{"allocation_id": f"a{i}", "gpu_id": f"g{i}", "owner": "A", "job_id": "j1", "start": DAY0,
+               "end": DAY0 + 3600 * S} for i in range(2)]
+    g0 = samples("g0", 30, [60] * 12 + [240] + [60] * 103, lambda i, t: 0.0 if t <= 750 else 90.0)
+    g1 = samples("g1", 30, MINUTE, lambda i, t: 90.0 if t in (750, 810) or t >= 930 else 0.0)
+    raw, fast, calls = both(make_bundle(inventory=INV, telemetry=g0 + g1, allocations=allocs), make_config())
+    assert _oversized_h(raw) == pytest.approx(240 / 3600, rel=1e-12)
+    assert _oversized_h(fast) == pytest.approx(240 / 3600, rel=1e-12)
+    over = fast.seg.filter(pl.col("allocation_id") == "a0")["over_s"].sum()
+    assert over == pytest.approx(240.0, rel=1e-12)
+    # Only quarter 00:00-00:15 is read raw, for both cards; the carried piece's quarter is decided.
+    assert calls[0][1] == 2
