@@ -55,7 +55,7 @@ run: setup
 	$(BIN)/ailedger serve $(DB) --port $(PORT) --host $(HOST)
 
 test: test-setup
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=30
 
 # Mutation testing of the engine's formula modules with cosmic-ray (docs/testing.md). Slow, so
 # never part of `make test`. Each mutant runs the focused engine tests in a private copy of the

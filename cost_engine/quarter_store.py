@@ -116,6 +116,8 @@ def _refresh(con: duckdb.DuckDBPyConnection, rule: Activity, chunk_rows: int) ->
         smp_sql, params = quarters.duckdb_sql(quarters.SAMPLES_SQL, rule)
         tail, _ = quarters.duckdb_sql(quarters.CELLS_TAIL, rule)
         con.register("_rollup_ranges", ranges.select("gpu_id", "qa", "qb", "read_lo", "read_hi", "chunk").to_arrow())
+        # The slices' cells wait in a temporary table and land in one insert in quarter order (below).
+        con.execute(f"CREATE OR REPLACE TEMP TABLE _rollup_new AS SELECT {_COLS} FROM {TABLE} LIMIT 0")
         try:
             for chunk in ranges["chunk"].unique().sort().to_list():
                 p = {**params, "chunk": int(chunk)}
@@ -138,7 +140,7 @@ def _refresh(con: duckdb.DuckDBPyConnection, rule: Activity, chunk_rows: int) ->
                                 f"AND r.gpu_id = g.gpu_id AND r.t_us >= g.qa * {quarters.Q_US} "
                                 f"AND r.t_us < (g.qb + 1) * {quarters.Q_US}", c)
                 row = store._one(con,
-                    f"INSERT INTO {TABLE} ({_COLS}) SELECT {_FROM_SQL} "
+                    f"INSERT INTO _rollup_new ({_COLS}) SELECT {_FROM_SQL} "
                     f"FROM (WITH smp AS (SELECT * FROM _rollup_smp){tail}) c JOIN _rollup_ranges g "
                     f"ON g.chunk = $chunk AND g.gpu_id = c.gpu_id "
                     f"WHERE c.q_us // {quarters.Q_US} BETWEEN g.qa AND g.qb", c)
@@ -148,26 +150,27 @@ def _refresh(con: duckdb.DuckDBPyConnection, rule: Activity, chunk_rows: int) ->
                     f"ON g.chunk = $chunk AND g.gpu_id = c.gpu_id "
                     f"WHERE c.reset = 1 AND c.t_us >= g.qa * {quarters.Q_US} AND c.t_us < (g.qb + 1) * {quarters.Q_US}", c)
             con.execute("DROP TABLE IF EXISTS _rollup_smp")
+            _append_in_quarter_order(con, "_rollup_new")
         finally:
+            con.execute("DROP TABLE IF EXISTS _rollup_new")
             con.unregister("_rollup_ranges")
-        if full:
-            _cluster(con)
     store._set_meta(con, "rollup_rule", key)
     store._set_meta(con, "rollup_ingests", now)
     return Refreshed(cards=ranges.height, cells=cells, full=full)
 
 
-def _cluster(con: duckdb.DuckDBPyConnection) -> None:
-    """Store the cells in quarter order. A rebuild writes them a slice of cards at a time, so
-    every row group would span the whole period and each window read (`window`) would scan the
-    whole table: windows x cells, which grows with days squared. In quarter order DuckDB's
-    min/max per row group skips all but the window's own. (An incremental refresh appends the
-    recent quarters, which keeps that order by row group.)"""
-    # Only the INSERT's order lands in the table: the copy is taken unsorted.
-    con.execute(f"CREATE OR REPLACE TEMP TABLE _rollup_sorted AS SELECT {_COLS} FROM {TABLE}")
-    con.execute(f"DELETE FROM {TABLE}")
-    con.execute(f"INSERT INTO {TABLE} ({_COLS}) SELECT {_COLS} FROM _rollup_sorted ORDER BY q, gpu_id")
-    con.execute("DROP TABLE _rollup_sorted")
+def _append_in_quarter_order(con: duckdb.DuckDBPyConnection, source: str) -> int:
+    """Append the cells of `source` sorted by (quarter, card). Each slice of cards spans every
+    quarter the refresh covers; appended slice by slice, every row group would span them all and
+    each window read (`window`) would scan them: windows x cells, which grows with days squared
+    (a whole rebuild, or an incremental refresh after a month of telemetry came in at once).
+    Sorted, DuckDB's min/max per row group skips all but the window's own, and an incremental
+    refresh keeps that order: its row groups span only the quarters it recomputed. Returns the
+    cells appended."""
+    from . import store
+
+    row = store._one(con, f"INSERT INTO {TABLE} ({_COLS}) SELECT {_COLS} FROM {source} ORDER BY q, gpu_id")
+    return int(row[0]) if row else 0
 
 
 def stored_rule(db_path: str | Path) -> Activity | None:
@@ -210,8 +213,7 @@ def ingest_rollup(db_path: str | Path, folder: str | Path) -> int:
             con.execute(f"DELETE FROM {TABLE} r USING ({span}) g WHERE r.gpu_id = g.gpu_id AND r.q BETWEEN g.qa AND g.qb")
             con.execute(f"DELETE FROM {RESETS} r USING ({span}) g WHERE r.gpu_id = g.gpu_id "
                         f"AND r.t_us >= g.qa * {quarters.Q_US} AND r.t_us < (g.qb + 1) * {quarters.Q_US}")
-            # In quarter order, so that window reads skip other quarters' row groups (see _cluster).
-            row = store._one(con, f"INSERT INTO {TABLE} ({_COLS}) SELECT {_COLS} FROM _rollup_in ORDER BY q, gpu_id")
+            stored = _append_in_quarter_order(con, "_rollup_in")
             con.execute(f"INSERT INTO {RESETS} SELECT CAST(gpu_id AS VARCHAR), CAST(t_us AS BIGINT), CAST(end_us AS BIGINT) "
                         "FROM read_parquet($p)",
                         {"p": resets_glob})
@@ -221,7 +223,7 @@ def ingest_rollup(db_path: str | Path, folder: str | Path) -> int:
             store._set_meta(con, "rollup_ingests", _ingests(con))
             store._set_meta(con, "rollup_external", "0" if raw else "1")
             con.execute("COMMIT")
-            return int(row[0]) if row else 0
+            return stored
         except BaseException:
             store._rollback(con)
             raise

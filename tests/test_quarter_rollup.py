@@ -431,6 +431,25 @@ def test_a_rebuilt_rollup_is_stored_in_quarter_order(tmp_path):
     assert window.height == 4 and sorted(window["q"].to_list()) == [q0 + 4, q0 + 4, q0 + 5, q0 + 5]
 
 
+
+def test_an_incremental_refresh_appends_its_cells_in_quarter_order(tmp_path):
+    """The store's cells of g0 and g1 for 00:00-02:00, then the rest of the day (02:00-24:00)
+    ingested at once and the rollup refreshed incrementally, one card per slice (chunk_rows=1).
+    The refresh recomputes from the quarter before the first new sample (01:45) on and appends
+    those cells sorted by quarter, so the whole table still reads in quarter order: a window read
+    after such an ingest skips the other quarters' row groups instead of scanning them all.
+    Each card samples once a minute all day (g0 from 00:00:17, g1 from 00:00:45); the last sample
+    lasts 60 s past midnight, so each card has quarters 0..96: 97 cells, 194 in all."""
+    db = tmp_path / "s.duckdb"
+    store.ingest(db, _store_bundle(range(0, 2)), rollup=Activity())
+    store.ingest(db, _store_bundle(range(2, 24), allocations=False), rollup=None)
+    done = quarter_store.refresh(db, Activity(), chunk_rows=1)
+    assert (done.full, done.cards) == (False, 2)
+    with store.connect(db) as con:
+        rows = con.sql(f"SELECT q, gpu_id FROM {quarter_store.TABLE} ORDER BY rowid").fetchall()
+    assert len(rows) == 194 and rows[-1][0] - rows[0][0] == 96
+    assert rows == sorted(rows)
+
 def _store_paths_agree(db, tables: list[str]):
     """The report from the store `db` by the raw path and by its rollup (which it must read):
     the same figures (_same). Returns the rollup path's computation."""
