@@ -140,7 +140,7 @@ def unknown_without_telemetry(covered: str, energy_s: str) -> list[pl.Expr]:
     return [
         pl.when(measured).then(pl.col("active_gpu_hours")).alias("active_gpu_hours"),
         *(pl.when(metered).then(pl.col(c)).alias(c) for c in ("energy_kwh_gpu", "energy_kwh_facility", "carbon_kg")),
-        pl.when(pl.col(energy_s) > 0).then(pl.col("_held_s")).alias("_held_s"),
+        pl.when(metered).then(pl.col("_held_s")).alias("_held_s"),
     ]
 
 
