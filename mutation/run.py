@@ -460,6 +460,12 @@ def manual(ref: str | None, timeout: float, site_prefix: str | None = None) -> N
     commit on the same mutant (the suite as it was: did it catch the mutant then?)."""
     mutants = tomllib.loads(MANUAL.read_text(encoding="utf-8"))["mutant"]
     trees = {"after": make_tree("manual-after", None)}
+    # A mutant skipped below keeps its last result: refuse to run while any no longer applies.
+    stale = [f"{m['name']} ({n} times in {m['file']})" for m in mutants
+             if (n := (trees["after"] / m["file"]).read_text(encoding="utf-8").count(m["old"])) != 1]
+    if stale:
+        raise SystemExit("hand mutants whose text to change is not in the source exactly once (update "
+                         "mutation/manual.toml):\n  " + "\n  ".join(stale))
     if ref:
         trees["before"] = make_tree("manual-before", ref)
     results = []
