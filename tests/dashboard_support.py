@@ -267,6 +267,31 @@ def open_url(pg, url: str) -> None:
     settle(pg)
 
 
+_PLACEHOLDERS = "[data-testid=\"stSkeleton\"], [data-testid=\"stSkeletonElement\"]"
+
+
+def placeholders_gone(pg, timeout: float = 90_000) -> None:
+    """Wait until no element shows a placeholder: a stSkeleton is the frontend loading the code of
+    an element type (scrolled into view, drawn lazily), a stSkeletonElement one the server sent.
+    If they stay, say which and where, and in what run state the app is (a browser run once timed
+    out here after 30 s on Scenario, under load, with nothing to tell why)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        pg.wait_for_function(f"() => !document.querySelector('{_PLACEHOLDERS}')", timeout=timeout)
+    except PlaywrightTimeout:
+        left = pg.evaluate(
+            "(sel) => [...document.querySelectorAll(sel)].map(e => {"
+            " const box = e.closest('[data-testid=\"stElementContainer\"]');"
+            " const prev = box && box.previousElementSibling;"
+            " return `${e.getAttribute('data-testid')} in ${box ? box.className : 'no container'}`"
+            " + ` after \"${prev ? prev.innerText.slice(0, 60) : ''}\"` })", _PLACEHOLDERS)
+        state = pg.evaluate("() => document.querySelector('[data-testid=\"stApp\"]')"
+                            "?.getAttribute('data-test-script-state')")
+        raise AssertionError(f"placeholders still on the page after {timeout / 1000:g} s "
+                             f"(script state {state}): {left}") from None
+
+
 def shot(pg, name: str, folder: Path = SHOTS) -> Path:
     """A screenshot of the whole page at the page's width (the app scrolls inside its main
     block, so the viewport grows to its height, then goes back)."""
@@ -276,11 +301,7 @@ def shot(pg, name: str, folder: Path = SHOTS) -> Path:
     height = pg.evaluate("() => { const m = document.querySelector('[data-testid=\"stMain\"]');"
                          " return m ? m.scrollHeight : 1000 }")
     pg.set_viewport_size({"width": before["width"], "height": min(max(1000, height + 40), 8000)})
-    # Elements scrolled into view render lazily: wait for their placeholders to go.
-    pg.wait_for_function(
-        "() => !document.querySelector('[data-testid=\"stSkeleton\"], [data-testid=\"stSkeletonElement\"]')",
-        timeout=30_000,
-    )
+    placeholders_gone(pg)
     charts_drawn(pg)
     painted(pg)
     charts_drawn(pg)

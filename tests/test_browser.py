@@ -25,7 +25,7 @@ from tests.dashboard_support import (
     new_page,
     no_exceptions,
     open_url,
-    painted,
+    placeholders_gone,
     settle,
     shot,
     streamlit_server,
@@ -75,10 +75,7 @@ def whole_page(pg):
     pg.set_viewport_size({"width": 1400, "height": min(max(1000, height + 40), 8000)})
     try:
         # Elements scrolled into view render lazily: wait for their placeholders to go.
-        pg.wait_for_function(
-            "() => !document.querySelector('[data-testid=\"stSkeleton\"], [data-testid=\"stSkeletonElement\"]')",
-            timeout=30_000,
-        )
+        placeholders_gone(pg)
         yield pg
     finally:
         pg.set_viewport_size({"width": 1400, "height": 1000})
