@@ -2601,3 +2601,65 @@ def test_kills_a_requests_cost_reaching_into_the_slot_after_its_end():
     assert by(rep, "by_project", "project").get("B1", 0.0) == pytest.approx(0.0)
     assert by(rep, "by_project", "project")["A1"] == pytest.approx(10.0)
     reconciled(rep, 10.0)
+
+
+# --- ledger (full run `full6`) ----------------------------------------------------------------
+
+
+def test_kills_the_free_part_of_a_card_held_at_a_quarter_share_counted_as_more_than_the_card():
+    """g0 (pool p, $1 per card-hour all day); A holds a quarter of it (share 0.25) 00:00-04:00.
+    Allocated 0.25 x 4 h = 1 GPU-hour, $1 to A. The card's free part: 0.75 x 4 h while A holds
+    its quarter, then the whole card 04:00-24:00, 20 h: 23 GPU-hours unallocated (no demand),
+    $23 idle. Available 24 GPU-hours, allocation rate 1/24; input $24.
+
+    Mutant (ledger.build_ledger: a free piece's share `1 - share_sum` -> `1 + share_sum`): the
+    free part of 00:00-04:00 counts 1.25 cards, 25 GPU-hours unallocated, 26 available."""
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}],
+                    allocations=[{"allocation_id": "a", "gpu_id": "g0", "owner": "A", "share": 0.25,
+                                  "start": ts(1, 0), "end": ts(1, 4)}],
+                    rates=[{"pool": "p", "price_per_gpu_hour": 1.0}])
+    rep = report(b)
+    t = rep["totals"]
+    assert (t["allocated_gpu_hours"], t["unallocated_gpu_hours"], t["available_gpu_hours"]) == pytest.approx((1.0, 23.0, 24.0))
+    assert t["allocation_rate"] == pytest.approx(1 / 24)
+    assert [(i["kind"], i["cause"], i["gpu_hours"], i["cost"]) for i in rep["idle"]] == [
+        ("unallocated", "no_demand", pytest.approx(23.0), pytest.approx(23.0))]
+    assert by(rep, "by_project", "project") == {"A": pytest.approx(1.0)}
+    reconciled(rep, 24.0)
+
+
+def test_kills_a_card_without_an_inventory_counted_as_two():
+    """No inventory: g0 is known only from A's allocation 00:00-04:00, one whole card (capacity 1,
+    the contract's default) held 4 h: 4 allocated GPU-hours, one day of the trend; available
+    capacity unknown (null), never invented.
+
+    Mutant (ledger.cards_frame: a card named only by allocations given capacity 2): 8 GPU-hours."""
+    b = make_bundle(allocations=[{"allocation_id": "a", "gpu_id": "g0", "owner": "A", "start": ts(1, 0), "end": ts(1, 4)}])
+    rep = report(b)
+    assert rep["totals"]["allocated_gpu_hours"] == pytest.approx(4.0)
+    assert rep["totals"]["available_gpu_hours"] is None
+    assert by(rep, "by_project", "project", "allocated_gpu_hours") == {"A": pytest.approx(4.0)}
+    assert [d["allocated_gpu_hours"] for d in rep["trend"]] == [pytest.approx(4.0)]
+
+
+def test_kills_a_card_retired_at_the_period_start_offered_as_a_pool_filter():
+    """g1 (pool q) left service at 10-01 00:00, the period's start, and its last allocation ended
+    then: it has no time in the period, so pool q is not among the period's pools, and the
+    sidebar's pool filter offers only p (g0, held by A 00:00-04:00: 4 GPU-hours; q's $2 rate
+    bills nothing, p's $1 bills 24 card-hours, $24).
+
+    Mutant (ledger.clip: rows kept where end >= start): g1 stays a card with [00:00, 00:00) in
+    service, and q is offered as a filter of a period it has no part in."""
+    from cost_engine.views_filters import filter_options
+
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}, {"gpu_id": "g1", "pool": "q", "in_service_end": ts(1, 0)}],
+                    allocations=[{"allocation_id": "a", "gpu_id": "g0", "owner": "A", "start": ts(1, 0), "end": ts(1, 4)},
+                                 {"allocation_id": "z", "gpu_id": "g1", "owner": "B", "start": ts(30, 20),
+                                  "end": ts(1, 0)}],
+                    rates=[{"pool": "p", "price_per_gpu_hour": 1.0}, {"pool": "q", "price_per_gpu_hour": 2.0}])
+    comp = compute(b, make_config())
+    assert filter_options(comp)["pools"] == ["p"]
+    assert comp.ledger.cards["gpu_id"].to_list() == ["g0"]
+    rep = build_report(comp)
+    assert rep["totals"]["allocated_gpu_hours"] == pytest.approx(4.0)
+    reconciled(rep, 24.0)
