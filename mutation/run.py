@@ -61,7 +61,9 @@ TESTS = {m: ENGINE_TESTS for m in MODULES}
 # The quarter-hour rollup (issue 16): its equivalence tests against the raw path, and the store's.
 for _m in ("quarters", "quarter_activity", "quarter_store"):
     TESTS[_m] = ENGINE_TESTS + ["tests/test_quarter_rollup.py", "tests/test_quarter_spark.py"]
-TESTS["rollup"] = ["tests/test_rollup.py"]  # its Spark test is marked slow and left out (-m "not slow")
+# Its Spark test is marked slow and left out (-m "not slow"); tests/test_mutants.py holds the
+# hand-computed tests written against its survivors, so they are part of its focused set too.
+TESTS["rollup"] = ["tests/test_rollup.py", "tests/test_mutants.py"]
 
 KEPT_OPERATORS = re.compile(
     r"core/(ReplaceBinaryOperator_(Add_Sub|Sub_Add|Mul_Div|Div_Mul|FloorDiv_Div|Mod_FloorDiv|Pow_Mul|BitAnd_BitOr"
