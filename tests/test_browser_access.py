@@ -45,6 +45,23 @@ def page_as(browser, user: str | None, groups: str = ""):
     return new_page(browser, extra_http_headers=headers)
 
 
+def choose(pg, group, option: str, tries: int = 3) -> None:
+    """Pick `option` of a radio group until the page shows it picked (a state). The app can rerun
+    itself just after a first run; a click that lands while it redraws the group is lost (CI once
+    waited 90 s for the run such a click never started), and a person would click again."""
+    from playwright.sync_api import expect
+
+    radio = group.get_by_role("radio", name=option, exact=True)
+    for _ in range(tries):
+        group.get_by_text(option, exact=True).click()
+        try:
+            expect(radio).to_be_checked(timeout=20_000)
+            return
+        except AssertionError:
+            _settle_polling(pg, 90.0, 1.2, False)
+    expect(radio).to_be_checked(timeout=1_000)
+
+
 def settle(pg, timeout: float = 90.0) -> None:
     """The shared wait for a finished run; a page shown to nobody may have no title."""
     wait_for_run(pg, timeout, title=False)
@@ -134,8 +151,7 @@ def test_scoped_user_cannot_write_the_shared_rules(server, browser):
         pg.goto(f"{server}/rules")
         settle(pg)
         assert pg.locator('[data-testid="stException"]').count() == 0
-        pg.locator('[data-testid="stRadio"]').filter(has_text="Idle capacity").get_by_text(
-            "proportional", exact=True).click()
+        choose(pg, pg.locator('[data-testid="stRadio"]').filter(has_text="Idle capacity"), "proportional")
         settle(pg)
         button = pg.get_by_role("button", name="Write to ledger.toml beside the source")
         rules = SERVED["rules"]
