@@ -536,21 +536,25 @@ def test_a_refresh_is_incremental_for_the_same_rule_and_whole_for_another(tmp_pa
     assert named.equals(cells.select(named.columns).cast(named.schema))
 
 
+def _reset_bundle():
+    """Cards g0, g1 sampled a minute apart 00:00-08:00 (g0 from 00:00:17), counters rising 1,000 J
+    a sample; g0's counter drops to 0 at its 240th sample, 04:00:17 (the interval from 03:59:17)."""
+    tele = []
+    for c in ("g0", "g1"):
+        drop = 240 if c == "g0" else 10**9
+        tele += samples(c, 17 if c == "g0" else 45, [60] * (8 * 60 - 1), lambda i, t: float((i * 37) % 100),
+                        energy=lambda i, t, d=drop: 1000.0 * (i if i < d else i - d))
+    return make_bundle(inventory=INV, telemetry=tele, allocations=[
+        {"allocation_id": f"a{i}", "gpu_id": f"g{i}", "owner": "A", "job_id": "j1",
+         "start": DAY0 + 1234 * S, "end": DAY0 + timedelta(hours=20)} for i in range(2)])
+
 def test_a_counter_reset_kept_in_the_stores_rollup_gives_the_raw_paths_energy(tmp_path):
     """Cards g0, g1 sampled a minute apart 00:00-08:00, energy counters rising 1,000 J a sample;
     g0's counter drops to 0 at its 240th sample (about 04:00) and rises again. The rollup keeps
     that reset beside its cells; the report from the store must price that one interval by power
     x time as the raw path does, name the reset in the gaps, and give the same energy."""
     db = tmp_path / "s.duckdb"
-    tele = []
-    for c in ("g0", "g1"):
-        drop = 240 if c == "g0" else 10**9
-        tele += samples(c, 17 if c == "g0" else 45, [60] * (8 * 60 - 1), lambda i, t: float((i * 37) % 100),
-                        energy=lambda i, t, d=drop: 1000.0 * (i if i < d else i - d))
-    bundle = make_bundle(inventory=INV, telemetry=tele, allocations=[
-        {"allocation_id": f"a{i}", "gpu_id": f"g{i}", "owner": "A", "job_id": "j1",
-         "start": DAY0 + 1234 * S, "end": DAY0 + timedelta(hours=20)} for i in range(2)])
-    store.ingest(db, bundle, rollup=Activity())
+    store.ingest(db, _reset_bundle(), rollup=Activity())
     with store.connect(db) as con:
         assert con.sql(f"SELECT count(*) FROM {quarter_store.RESETS}").fetchall()[0][0] == 1
     fast = _store_paths_agree(db, ["inventory", "allocations"])
@@ -574,18 +578,6 @@ def test_a_card_sampled_only_just_before_the_period_has_telemetry_on_the_rollup_
     assert a0["kwh_gpu"].sum() == pytest.approx(24_000 / 3.6e6, rel=1e-12)
 
 
-
-def _reset_bundle():
-    """Cards g0, g1 sampled a minute apart 00:00-08:00 (g0 from 00:00:17), counters rising 1,000 J
-    a sample; g0's counter drops to 0 at its 240th sample, 04:00:17 (the interval from 03:59:17)."""
-    tele = []
-    for c in ("g0", "g1"):
-        drop = 240 if c == "g0" else 10**9
-        tele += samples(c, 17 if c == "g0" else 45, [60] * (8 * 60 - 1), lambda i, t: float((i * 37) % 100),
-                        energy=lambda i, t, d=drop: 1000.0 * (i if i < d else i - d))
-    return make_bundle(inventory=INV, telemetry=tele, allocations=[
-        {"allocation_id": f"a{i}", "gpu_id": f"g{i}", "owner": "A", "job_id": "j1",
-         "start": DAY0 + 1234 * S, "end": DAY0 + timedelta(hours=20)} for i in range(2)])
 
 
 def test_a_counter_reset_before_the_period_is_not_named_on_the_rollup_path():
