@@ -249,11 +249,11 @@ def _decide(held: pl.DataFrame, jq_bad: pl.DataFrame) -> tuple[pl.DataFrame, pl.
     """Job cells whose inactive time the masks decide: (those counted whole, undecided job quarters).
 
     Per job, card and quarter, B = the minutes of the quarter with a busy piece of that card in
-    the job: its own mask, plus the carried piece of its next quarter when that one is busy and
-    in the job too. A minute has a busy sibling for card g when two cards are busy then, or one
-    that is not g. `held` has one row per card and quarter (a quarter lies in one part, of one
-    job); sorted by (job, card, quarter), a card's next and previous quarters are its neighbours
-    in the frame, so no join is needed to find them.
+    the job: its own busy mask (a busy sample that crosses into the next quarter starts in this
+    one, so its carried piece there marks no other minute). A minute has a busy sibling for card
+    g when two cards are busy then, or one that is not g. `held` has one row per card and quarter
+    (a quarter lies in one part, of one job); sorted by (job, card, quarter), a card's previous
+    quarter is its neighbour in the frame, so no join is needed to find it.
     """
     if held.height == 0:
         return held.select("gpu_id", "q", "e_idx", "job_id", "idle_s", "idle_util_s", "idle_joules"), jq_bad.clear()
@@ -262,12 +262,11 @@ def _decide(held: pl.DataFrame, jq_bad: pl.DataFrame) -> tuple[pl.DataFrame, pl.
     job, card, q = pl.col("job_id"), pl.col("gpu_id"), pl.col("q")
     carried_busy = pl.col("cbusy") & pl.col("cmin").is_not_null()
     carry_bit = pl.when(carried_busy).then(_bit((pl.col("cmin") + _BITS).fill_null(0))).otherwise(0)
-    same_next = (job.shift(-1) == job) & (card.shift(-1) == card) & (q.shift(-1) == q + 1)
     same_prev = (job.shift(1) == job) & (card.shift(1) == card) & (q.shift(1) == q - 1)
     # One Int64 key per (job, quarter): job code x 2^24 + quarters since the first.
     jq = job.cast(pl.Int64) * (1 << 24) + (q - q0)
     h = h.with_columns(
-        (pl.col("bmask") | pl.when(same_next.fill_null(False)).then(carry_bit.shift(-1)).otherwise(0)).alias("own"),
+        pl.col("bmask").cast(pl.Int64).alias("own"),  # the store keeps masks narrow (Int16)
         same_prev.fill_null(False).alias("same_prev"),
         carry_bit.alias("carry_bit"),
         jq.alias("jq"),

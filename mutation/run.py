@@ -365,9 +365,12 @@ def _holdout_lines(holdout: dict | None, equivalent: dict, label: str = "holdout
     if not holdout:
         return []
     prefix = "" if label == "holdout" else f"{label}/"
-    sites = {m.get("site"): m["name"] for m in tomllib.loads(MANUAL.read_text(encoding="utf-8"))["mutant"]
-             if m.get("site")} if MANUAL.exists() else {}
-    sites = {k.removeprefix(prefix): v for k, v in sites.items() if k.startswith(prefix) and (prefix or "/" not in k)}
+    # Several hand mutants may name one line (one per survivor there): site -> [(name, new text)].
+    sites: dict[str, list[tuple[str, str]]] = {}
+    for m in tomllib.loads(MANUAL.read_text(encoding="utf-8"))["mutant"] if MANUAL.exists() else []:
+        k = m.get("site") or ""
+        if k.startswith(prefix) and (prefix or "/" not in k):
+            sites.setdefault(k.removeprefix(prefix), []).append((m["name"], m["new"]))
     manual_file = RESULTS / "manual.json"
     outcome = {m["name"]: m.get("after") for m in json.loads(manual_file.read_text())} if manual_file.exists() else {}
     first = next(iter(holdout.values()))
@@ -395,7 +398,7 @@ def _holdout_lines(holdout: dict | None, equivalent: dict, label: str = "holdout
             continue
         same = [s for s in h["survivors"] if _reason(equivalent, m, s) is not None]
         new = [s for s in h["survivors"] if _reason(equivalent, m, s) is None
-               and outcome.get(sites.get(f"{m}:{s['line']}")) == "killed"]
+               and outcome.get(_site_name(sites, f"{m}:{s['line']}", s)) == "killed"]
         left = len(h["survivors"]) - len(same) - len(new)
         ran = h["killed"] + h["timeout"] + h["survived"]
         total["killed"] += h["killed"] + h["timeout"]
@@ -424,7 +427,7 @@ def _holdout_lines(holdout: dict | None, equivalent: dict, label: str = "holdout
         lines += [f"**{m}.py**", ""]
         for s in h["survivors"]:
             change = " / ".join(x.strip() for x in s["diff"]) or "?"
-            name = sites.get(f"{m}:{s['line']}")
+            name = _site_name(sites, f"{m}:{s['line']}", s)
             what = _reason(equivalent, m, s)
             if what is None and name and outcome.get(name) == "killed":
                 what = f"killed by {next(x['test'] for x in tomllib.loads(MANUAL.read_text())['mutant'] if x['name'] == name).split('::')[-1]}"
@@ -432,6 +435,17 @@ def _holdout_lines(holdout: dict | None, equivalent: dict, label: str = "holdout
                          f"{what or '**not explained yet**'}")
         lines.append("")
     return lines
+
+
+def _site_name(sites: dict[str, list[tuple[str, str]]], key: str, s: dict) -> str | None:
+    """The hand mutant written for survivor `s` at site `key`: where several name the line, the
+    one whose new text is the survivor's change."""
+    named = sites.get(key, [])
+    changed = " ".join(x[1:].strip() for x in s["diff"] if x.startswith("+"))
+    for name, new in named:
+        if new.strip().splitlines()[0].strip() in changed:
+            return name
+    return named[-1][0] if named else None  # one named for the line's survivors together
 
 
 def _rounds(labels: dict, prefix: str) -> dict:

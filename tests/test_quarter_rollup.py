@@ -80,6 +80,9 @@ def _same(raw, fast) -> None:
     cols = ["covered_s", "active_s", "util_s", "idle_util_s", "joules", "idle_joules", "energy_s", "over_s",
             "over_util_s", "over_j", "energy_cost", "idle_energy_cost", "oversized_energy_cost", "carbon_g"]
     a, b = raw.seg.select(cols), fast.seg.select(cols)
+    # The same segments (zip below would stop at the shorter list).
+    keys = ["allocation_id", "gpu_id", "t0", "t1"]
+    assert raw.seg.select(keys).equals(fast.seg.select(keys))
     for c in cols:
         x, y = a[c].to_list(), b[c].to_list()
         assert all(abs(u - v) <= 1e-9 * max(abs(u), abs(v), 1e-6) for u, v in zip(x, y)), c
@@ -688,4 +691,225 @@ def test_the_carried_idle_piece_is_decided_by_its_own_minute_when_later_minutes_
     over = fast.seg.filter(pl.col("allocation_id") == "a0")["over_s"].sum()
     assert over == pytest.approx(240.0, rel=1e-12)
     # Only quarter 00:00-00:15 is read raw, for both cards; the carried piece's quarter is decided.
+    assert calls[0][1] == 2
+
+
+# --- the masks' neighbour rules, and the cells the rollup path takes (issue 25, quarter_activity) ----
+
+
+def _times(*runs: range) -> list[int]:
+    """Sample times in seconds from DAY0, from ranges run one after another."""
+    return [t for r in runs for t in r]
+
+
+def _at(card: str, times: list[int], utils) -> list[dict]:
+    return samples(card, times[0], [b - a for a, b in zip(times, times[1:])], utils)
+
+
+def _j1(*holds) -> list[dict]:
+    """Allocations of job j1: (card, start s, end s) each."""
+    return [{"allocation_id": f"a{i}", "gpu_id": g, "owner": "A", "job_id": "j1", "start": DAY0 + a * S,
+             "end": DAY0 + b * S} for i, (g, a, b) in enumerate(holds)]
+
+
+def test_a_carried_idle_piece_has_no_busy_sibling_in_its_own_cards_busy_minute():
+    """Job j1 holds g0 and g1 00:00-01:00. g0 samples every 30 s from 00:00:00, busy (90 %), except
+    its 00:14:30 sample, idle (0 %), whose next sample comes at 00:15:15: it runs 00:14:30-00:15:15,
+    30 s in quarter 00:00-00:15 and 15 s carried into 00:15-00:30 (minute 00:14). g1 samples every
+    minute at :30 s from 00:00:30, idle.
+
+    Oversized (raw): g1's idle time in the job, 00:00:30-01:00 = 3,570 s; each of its minutes has
+    g0 busy (its :00 sample). g0's idle sample of minute 00:14 has no busy sibling (g0's own busy
+    00:14:00 sample is not one): none of its 45 s. Total 3,570 s = 0.991667 GPU-h.
+
+    On the rollup path g0's quarter 00:15-00:30 has no idle sample of its own, only the carried idle
+    piece, whose minute 00:14 is covered when the previous quarter's masks show a busy card other
+    than g0 then: its own previous quarter's busy mask (own_prev) has minute 14, so only g0 is busy
+    then and the piece is not covered.
+
+    Mutants (quarter_activity._decide: `same_prev` false for a card's consecutive quarters,
+    `q - 1` -> `q - 2` or `card.shift(1) == card` -> `!=`): own_prev falls back to the carried piece's
+    own busy bit (0), g0's busy minute 14 reads as a sibling's, and the carried 15 s count:
+    3,585 s."""
+    g0 = _at("g0", _times(range(0, 871, 30), [915], range(930, 3601, 30)), lambda i, t: 0.0 if t == 870 else 90.0)
+    g1 = samples("g1", 30, MINUTE, 0.0)
+    bundle = make_bundle(inventory=INV, telemetry=g0 + g1, allocations=_j1(("g0", 0, 3600), ("g1", 0, 3600)))
+    raw, fast, calls = both(bundle, make_config())
+    assert _oversized_h(raw) == pytest.approx(3570 / 3600, rel=1e-12)
+    assert _oversized_h(fast) == pytest.approx(3570 / 3600, rel=1e-12)
+    assert fast.seg.filter(pl.col("allocation_id") == "a0")["over_s"].sum() == 0.0
+
+
+def test_a_busy_piece_carried_into_a_card_held_from_the_next_quarter_is_a_sibling_of_its_start_minute():
+    """Job j1 holds g0 00:00-00:15, then g1 00:15-00:30 (consecutive quarters, different cards);
+    the gap cap is 900 s. g0 samples every minute at :30 s from 00:00:30, idle only in its 00:00:30
+    sample (60 s, minute 00:00), busy (90 %) otherwise. g1 samples at 00:00:10, busy, then every
+    minute from 00:15:10, busy: its first sample runs 00:00:10-00:15:10 and its last 10 s, in j1,
+    belong to minute 00:00 (the sample's start).
+
+    Oversized (raw): g0's idle sample of minute 00:00 has g1 busy in that minute within the job:
+    60 s = 1/60 GPU-h (0.016667 h). Nothing else of either card is idle in the job.
+
+    On the rollup path g1's quarter 00:15-00:30 carries a busy piece of minute 0 (cmin = -15, bit
+    2^0 = 1) and the job does not hold g1 in the quarter before: an "orphan" piece, counted in the
+    job's quarter 00:00-00:15, where it covers g0's idle minute 0: all of g0's inactive minutes
+    covered, its 60 s count whole.
+
+    Mutants (quarter_activity._decide): `carry_bit > 0` -> `> 1` drops the orphan of bit 2^0;
+    `same_prev` with `&` -> `|` before the quarter test, or `card.shift(1) == card` -> `!=`, takes
+    g0's quarter just before g1's for g1's own: no orphan, 0 s."""
+    g0 = samples("g0", 30, MINUTE, lambda i, t: 0.0 if t == 30 else 90.0)
+    g1 = _at("g1", _times([10], range(910, 7200, 60)), 90.0)
+    bundle = make_bundle(inventory=INV, telemetry=g0 + g1, allocations=_j1(("g0", 0, 900), ("g1", 900, 1800)))
+    raw, fast, calls = both(bundle, make_config(activity={"max_sample_gap_s": 900}))
+    assert _oversized_h(raw) == pytest.approx(60 / 3600, rel=1e-12)
+    assert _oversized_h(fast) == pytest.approx(60 / 3600, rel=1e-12)
+    assert fast.seg.filter(pl.col("allocation_id") == "a0")["over_s"].sum() == pytest.approx(60.0, rel=1e-12)
+    assert calls[0][1] == 0  # decided by the masks
+
+
+def test_a_minute_two_cards_are_busy_in_is_covered_for_either_of_them():
+    """Job j1 holds g0 and g1 00:00-01:00. g0 samples every 30 s from 00:00:00: busy (90 %) at :00,
+    idle (0 %) at :30. g1 samples every minute from 00:00:00, busy. Every minute has both cards
+    busy, so each of g0's 60 idle samples (30 s) has a busy sibling (g1): oversized 60 x 30 s =
+    1,800 s = 0.5 GPU-h, decided by the masks (two busy cards: the minute is covered for both).
+
+    Mutant (quarter_activity._decide: `n >= 2` -> `n >= 3` for a minute's busy cards): with two busy
+    cards, one of them g0 itself, g0's idle minutes read as uncovered: 0 s."""
+    g0 = samples("g0", 0, [30] * 240, lambda i, t: 90.0 if t % 60 == 0 else 0.0)
+    g1 = samples("g1", 0, [60] * 120, 90.0)
+    bundle = make_bundle(inventory=INV, telemetry=g0 + g1, allocations=_j1(("g0", 0, 3600), ("g1", 0, 3600)))
+    raw, fast, calls = both(bundle, make_config())
+    assert _oversized_h(raw) == pytest.approx(0.5, rel=1e-12)
+    assert _oversized_h(fast) == pytest.approx(0.5, rel=1e-12)
+    assert calls[0][1] == 0
+
+
+def test_a_card_two_multi_card_jobs_hold_at_once_is_a_busy_sibling_in_both():
+    """g1 is held 00:15-00:30 by two jobs at once, half each: j1 with g0, j2 with g2 (each at
+    share 1). All three sample every minute at :30 s from 00:00:30; g1 is busy (90 %), g0 and g2
+    idle. In each job the idle card's time in the quarter, 00:15-00:30 = 900 s (the carried 30 s of
+    its 00:14:30 sample, 14 whole samples, the first 30 s of its 00:29:30 one), has g1 busy in every
+    minute: oversized 2 x 900 s = 0.5 GPU-h.
+
+    On the rollup path a card quarter of several multi-card jobs cannot be decided by the masks:
+    both jobs' quarter is read raw, the idle cards' cells counted (2 raw cells) and g1's read as
+    context.
+
+    Mutants (quarter_activity.run: the jobs of a part taken as several when `n > 1` -> `n > 2`):
+    g1's part counts as neither one job's nor several, the masks decide each job without g1: 0 s.
+    (_clip: the job cards' context quarters `(-1, 0, 1)` -> `(-1, 1, 1)`): g1's own quarter is not
+    read, g0 and g2 have no busy sibling: 0 s."""
+    inv = INV + [{"gpu_id": "g2", "pool": "p", "node": "n0"}]
+    holds = [("a0", "g0", "j1", 1.0), ("a1", "g1", "j1", 0.5), ("a2", "g1", "j2", 0.5), ("a3", "g2", "j2", 1.0)]
+    allocs = [{"allocation_id": a, "gpu_id": g, "owner": "A", "job_id": j, "share": sh, "start": DAY0 + 900 * S,
+               "end": DAY0 + 1800 * S} for a, g, j, sh in holds]
+    tele = samples("g0", 30, MINUTE, 0.0) + samples("g1", 30, MINUTE, 90.0) + samples("g2", 30, MINUTE, 0.0)
+    raw, fast, calls = both(make_bundle(inventory=inv, telemetry=tele, allocations=allocs), make_config())
+    assert _oversized_h(raw) == pytest.approx(0.5, rel=1e-12)
+    assert _oversized_h(fast) == pytest.approx(0.5, rel=1e-12)
+    over = {a: fast.seg.filter(pl.col("allocation_id") == a)["over_s"].sum() for a in ("a0", "a3")}
+    assert over == {"a0": pytest.approx(900.0, rel=1e-12), "a3": pytest.approx(900.0, rel=1e-12)}
+    assert calls[0][1] == 2
+
+
+def test_samples_after_a_cards_service_ends_are_not_added_to_its_last_interval():
+    """g0 leaves service at 00:30 (in_service_end) and a0 holds it 00:00-00:30; g0 samples every
+    minute at :30 s from 00:00:30 for two hours, 50 % (busy). Its time in the period ends at 00:30,
+    so a0 is active 00:00:30-00:30 = 1,770 s = 0.491667 GPU-h; the samples after 00:30 belong to no
+    interval of the ledger and are ignored, on the rollup path as on the raw path.
+
+    Mutant (quarter_activity.run: a cell kept when it has a run `|` lies inside it, not `&`): the
+    cells of 00:30-02:00 are added to a0's run (the last that starts before them), 1.5 h more."""
+    inv = [{"gpu_id": "g0", "pool": "p", "node": "n0", "in_service_end": DAY0 + 1800 * S}]
+    bundle = make_bundle(inventory=inv, telemetry=samples("g0", 30, MINUTE, 50.0),
+                         allocations=[{"allocation_id": "a0", "gpu_id": "g0", "owner": "A", "start": DAY0,
+                                       "end": DAY0 + 1800 * S}])
+    raw, fast, calls = both(bundle, make_config())
+    for comp in (raw, fast):
+        assert comp.seg.filter(pl.col("allocation_id") == "a0")["active_h"].sum() == pytest.approx(1770 / 3600,
+                                                                                                   rel=1e-12)
+
+
+def _cut_bundle(first_s: int):
+    """g0's only sample at DAY0 + first_s (50 %, 100 W); a0 holds g0 00:00-01:00; a $50 power row
+    00:02-00:12."""
+    return make_bundle(inventory=INV[:1], telemetry=samples("g0", first_s, [], lambda i, t: 50.0),
+                       allocations=[{"allocation_id": "a0", "gpu_id": "g0", "owner": "A", "start": DAY0,
+                                     "end": DAY0 + 3600 * S}],
+                       costs=[{"cost_id": "pw", "category": "power", "amount": 50.0, "start": DAY0 + 120 * S,
+                               "end": DAY0 + 720 * S}])
+
+
+def test_a_card_sampled_only_at_the_periods_end_is_not_cut_at_cost_edges():
+    """The period is the day 10-01; g0's only sample is at 10-02 00:00, the period's end, so g0 has
+    no sample in [period start less the 300 s gap cap, period end): an unsampled card, which the
+    ledger does not cut at the power row's edges. a0 is one segment, 00:00-01:00, on both paths
+    (the raw path asks the telemetry for the cards sampled in that span; the rollup path reads
+    quarter_activity.sampled_cards from the cells).
+
+    Mutants (sampled_cards: the cell's quarter `< end` -> `<= end`, or its `&` -> `|`): the cell of
+    the quarter starting at the period's end counts, a0 is cut at 00:02 and 00:12 (three segments)."""
+    raw, fast, calls = both(_cut_bundle(86_400), make_config())
+    for comp in (raw, fast):
+        assert comp.seg.filter(pl.col("allocation_id") == "a0")["t0"].to_list() == [DAY0]
+
+
+def test_a_card_sampled_exactly_at_the_gap_cap_before_the_period_is_cut_at_cost_edges():
+    """g0's only sample is at 09-30 23:55:00, the period start less the 300 s gap cap: the first
+    instant the engine asks about, so g0 is a sampled card (its interval, 23:55-00:00, ends where the
+    period starts and adds no time). The ledger cuts a0 at the power row's edges: segments from
+    00:00, 00:02 and 00:12, on both paths.
+
+    Mutant (sampled_cards: the sample's start `>= start` -> `> start` in the quarter holding the
+    start): the sample at exactly that instant is missed, a0 stays one segment."""
+    raw, fast, calls = both(_cut_bundle(-300), make_config())
+    for comp in (raw, fast):
+        assert comp.seg.filter(pl.col("allocation_id") == "a0")["t0"].to_list() == [
+            DAY0, DAY0 + 120 * S, DAY0 + 720 * S]
+
+
+def test_samples_of_a_card_outside_the_inventory_are_counted_from_the_rollup_in_memory():
+    """As the store test above, with the rollup in memory (whole cells, FrameTelemetry): gx's 120
+    samples (every minute from 00:00:17 to 01:59:17) are named in gaps as ignored.
+
+    Mutant (quarter_activity.run: `sum or 0` -> `sum and 0`): the count is 0, no gap is named."""
+    stray = samples("gx", 17, [60] * 119, lambda i, t: 50.0)
+    bundle = make_bundle(inventory=INV, telemetry=samples("g0", 30, MINUTE, 50.0) + stray,
+                         allocations=_j1(("g0", 0, 3600)))
+    raw, fast, calls = both(bundle, make_config())
+    assert ("telemetry", "120 samples of cards outside the inventory ignored") in fast.gaps
+
+
+def test_an_allocation_ending_one_microsecond_after_a_quarter_reads_only_that_quarter_raw():
+    """a0 holds g0 00:00-00:15:00.000001: the ledger edge cuts quarter 00:15-00:30 only, so that one
+    cell is read raw and 00:00-00:15 comes from the rollup. g0 samples every minute at :30 s from
+    00:00:30, 50 % (busy): a0 is active 00:00:30-00:15:00.000001 = 870.000001 s.
+
+    Mutant (quarter_activity.run: the quarter of an interval's unaligned end `(b - 1) // Q` ->
+    `(b - 2) // Q`): quarter 00:00-00:15 is also read raw, 2 raw cells (the same sums)."""
+    bundle = make_bundle(inventory=INV[:1], telemetry=samples("g0", 30, MINUTE, 50.0),
+                         allocations=[{"allocation_id": "a0", "gpu_id": "g0", "owner": "A", "start": DAY0,
+                                       "end": DAY0 + 900 * S + timedelta(microseconds=1)}])
+    raw, fast, calls = both(bundle, make_config())
+    assert fast.seg.filter(pl.col("allocation_id") == "a0")["active_h"].sum() * 3600 == pytest.approx(
+        870.000001, rel=1e-12)
+    assert calls[0][1] == 1
+
+
+def test_raw_cells_in_windows_of_one_cell_are_each_counted_once(monkeypatch):
+    """The case of test_a_job_quarter_the_masks_cannot_decide_is_read_raw_for_all_its_cards (its 2
+    raw cells, both of quarter 00:15-00:30; g1's oversized time 300 s) with the raw cells taken one
+    window per cell (RAW_CELLS_PER_WINDOW = 1): the window edges are 00:15, 00:15 and 00:30, and
+    each cell lies in one window: still 300 s = 0.083333 GPU-h.
+
+    Mutant (quarter_activity._raw_windows: a window's cells `< qb` -> `<= qb`): the empty window
+    [00:15, 00:15] takes both cells, the next takes them again: 600 s."""
+    monkeypatch.setattr(activity.quarter_activity, "RAW_CELLS_PER_WINDOW", 1)
+
+    def g0(i, t):
+        return 90.0 if 930 <= t <= 1170 else 0.0
+
+    raw, fast, calls = both(_job(g0, 0.0), make_config())
+    assert _oversized_h(fast) == pytest.approx(300 / 3600, rel=1e-12)
     assert calls[0][1] == 2
