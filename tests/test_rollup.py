@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import re
 import shutil
@@ -15,6 +16,7 @@ from polars.testing import assert_frame_equal
 
 from cost_engine import rollup
 from cost_engine.activity import sample_intervals
+from cost_engine.config import Activity
 from cost_engine.rollup import ROLLUP_SCHEMA, rollup_duckdb
 
 T0 = datetime(2026, 10, 1, tzinfo=timezone.utc)  # a multiple of 60 s since the epoch
@@ -183,6 +185,18 @@ class _RecordingSpark:
 
     def toArrow(self):
         return pl.DataFrame().to_arrow()
+
+
+@pytest.mark.parametrize("entry", ["parameters", "spark_sql", "rollup_duckdb", "rollup_duckdb_to_parquet", "rollup_spark"])
+def test_every_entry_points_defaults_are_the_engines_activity_defaults(entry):
+    """A rollup made without a gap cap or threshold must be the one the engine's default activity
+    rule reads (config.Activity: a sample capped at 300 s, busy from 5 %): every entry point of
+    rollup.py defaults to those two values. A default of 301 s or 6 % would roll up other
+    intervals or other busy samples than the engine counts, with no error anywhere."""
+    engine = Activity()
+    params = inspect.signature(getattr(rollup, entry)).parameters
+    assert params["max_gap_s"].default == engine.max_sample_gap_s == 300.0
+    assert params["threshold_pct"].default == engine.threshold_pct == 5.0
 
 
 def test_kills_a_spark_rollup_whose_default_threshold_differs_from_duckdb():
