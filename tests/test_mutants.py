@@ -405,6 +405,30 @@ def test_kills_a_quota_of_one_card_with_no_use_figure():
 
 
 
+def test_kills_a_tenant_without_a_quota_shown_under_no_name_in_the_quota_table():
+    """Tenant A has a quota of 2 cards in pool p and holds nothing; tenant B has no quota and its
+    project B1 holds g0 06:00-18:00. The quota table has a row per tenant and pool with a quota or
+    a use: A (quota 2, peak 0, average 0: uses 0.0 and 0.0) and B (no quota, so no use ratios;
+    peak 1 card, average 12 h / 24 h = 0.5 cards).
+
+    Mutant (idle.quota_use: the quotas joined to the use without coalescing the keys): B's row
+    keeps its figures but loses its tenant and pool (null), as it has no quota row to take them
+    from.
+    """
+    b = make_bundle(
+        inventory=[{"gpu_id": "g0", "pool": "p"}],
+        allocations=[{"allocation_id": "b", "gpu_id": "g0", "start": ts(1, 6), "end": ts(1, 18), "owner": "B1"}],
+        owners=[{"tenant": "A", "project": "A1"}, {"tenant": "B", "project": "B1"}],
+        quotas=[{"tenant": "A", "pool": "p", "gpus": 2}],
+    )
+    rows = report(b)["quotas"]["rows"]
+    assert [(r["tenant"], r["pool"], r["quota"], r["peak_allocated"], r["avg_allocated"], r["peak_quota_use"],
+             r["avg_quota_use"]) for r in rows] == [
+        ("A", "p", 2.0, 0.0, 0.0, 0.0, 0.0),
+        ("B", "p", None, pytest.approx(1.0), pytest.approx(0.5), None, None),
+    ]
+
+
 def test_kills_recharge_and_model_figures_that_take_the_wrong_rows():
     """Pool p, rate $1/h on 3 cards all day: $72 of input (power left out of the boundary).
     - SVC serves model m1 on g0 00:00-10:00 ($10) and m2 on g1 00:00-06:00 ($6), both inference;

@@ -118,7 +118,9 @@ def test_rollup_duckdb_from_parquet_equals_from_frame(tmp_path):
     path = tmp_path / "telemetry.parquet"
     _telemetry().write_parquet(path)
     _check(rollup_duckdb(path, WIDTH_S, max_gap_s=MAX_GAP_S), _expected())
-    # Slicing the cards (bounded memory) gives the same rollup.
+    # Slicing the cards (bounded memory) gives the same rollup: two slices (one card each, as
+    # the hash of A and B falls) and three (one of them empty).
+    _check(rollup_duckdb(path, WIDTH_S, max_gap_s=MAX_GAP_S, card_chunks=2), _expected())
     _check(rollup_duckdb(path, WIDTH_S, max_gap_s=MAX_GAP_S, card_chunks=3), _expected())
     tel = pl.read_parquet(FLEET_WEEK)
     _check(rollup_duckdb(tel, 300, card_chunks=4), rollup_duckdb(tel, 300))
@@ -130,6 +132,11 @@ def test_rollup_duckdb_to_parquet(tmp_path):
     got = pl.read_parquet(out / "*.parquet").sort("gpu_id", "bucket_start")
     assert got.schema == ROLLUP_SCHEMA
     _check(got, _expected())
+    # Written again into the same folder in one slice: part-0001 of the first write is removed,
+    # so the folder still reads as the rollup, not with card B twice.
+    rollup.rollup_duckdb_to_parquet(_telemetry(), out, WIDTH_S, max_gap_s=MAX_GAP_S, card_chunks=1)
+    assert sorted(p.name for p in out.glob("*.parquet")) == ["part-0000.parquet"]
+    _check(pl.read_parquet(out / "*.parquet").sort("gpu_id", "bucket_start"), _expected())
 
 
 def test_rollup_totals_equal_the_engine_sample_intervals():
