@@ -429,6 +429,31 @@ def test_kills_a_tenant_without_a_quota_shown_under_no_name_in_the_quota_table()
     ]
 
 
+def test_kills_an_event_on_a_busy_held_card_named_as_an_idle_cause():
+    """A1 holds g0 00:00-01:00; g0 reports every minute from 00:00 to 01:00 at 90 % and 200 W, so
+    it is active the whole hour; a data_loading event lies on g0 00:10-00:20. Nothing of the held
+    hour is idle, so no allocated idle cause shows. The one idle row is the free rest of the day,
+    no demand: 23 GPU-h, and the energy of the 01:00 sample (200 W x 300 s, the gap cap = 60,000 J
+    = 0.016667 kWh), priced at the default $0.12 x 1.3 (server overhead) x 1.2 (PUE): $0.00312.
+
+    Mutant (idle.classify: held segments kept when inactive for `>= 0` h, not `> 0`): the event's
+    segment becomes a data_loading cause of 0 GPU-h, a row of its own in the idle table.
+    """
+    tele = [{"ts": DAY0 + timedelta(minutes=m), "gpu_id": "g0", "util_pct": 90.0, "power_w": 200.0}
+            for m in range(61)]
+    b = make_bundle(
+        inventory=[{"gpu_id": "g0", "pool": "p"}],
+        allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 1), "owner": "A1"}],
+        telemetry=tele,
+        events=[{"kind": "data_loading", "gpu_id": "g0", "start": ts(1, 10 / 60), "end": ts(1, 20 / 60)}],
+    )
+    rows = report(b)["idle"]
+    assert [(r["kind"], r["cause"]) for r in rows] == [("unallocated", "no_demand")]
+    assert rows[0]["gpu_hours"] == pytest.approx(23.0)
+    assert rows[0]["energy_kwh_gpu"] == pytest.approx(60_000 / 3.6e6)
+    assert rows[0]["cost"] == pytest.approx(60_000 / 3.6e6 * 1.3 * 1.2 * 0.12)
+
+
 def test_kills_recharge_and_model_figures_that_take_the_wrong_rows():
     """Pool p, rate $1/h on 3 cards all day: $72 of input (power left out of the boundary).
     - SVC serves model m1 on g0 00:00-10:00 ($10) and m2 on g1 00:00-06:00 ($6), both inference;
