@@ -127,7 +127,8 @@ def test_rollup_duckdb_from_parquet_equals_from_frame(tmp_path):
 
 
 def test_rollup_duckdb_to_parquet(tmp_path):
-    out = rollup.rollup_duckdb_to_parquet(_telemetry(), tmp_path / "rollup", WIDTH_S, max_gap_s=MAX_GAP_S,
+    # Into a folder whose parent does not exist yet: both are made.
+    out = rollup.rollup_duckdb_to_parquet(_telemetry(), tmp_path / "made" / "rollup", WIDTH_S, max_gap_s=MAX_GAP_S,
                                           card_chunks=2)
     got = pl.read_parquet(out / "*.parquet").sort("gpu_id", "bucket_start")
     assert got.schema == ROLLUP_SCHEMA
@@ -155,12 +156,24 @@ def test_rollup_totals_equal_the_engine_sample_intervals():
 
 
 @pytest.mark.parametrize(
-    "kwargs",
-    [dict(width_s=0), dict(width_s=-60), dict(width_s=1, max_gap_s=300), dict(width_s=60, threshold_pct=float("nan"))],
+    ("kwargs", "why"),
+    [(dict(width_s=0), "bucket width must be positive"), (dict(width_s=-60), "bucket width must be positive"),
+     (dict(width_s=60, max_gap_s=0), "max_gap_s must be positive"),
+     (dict(width_s=1, max_gap_s=300), "max_gap_s 300 is more than"),
+     (dict(width_s=60, threshold_pct=float("nan")), "threshold_pct must be a finite number")],
 )
-def test_rollup_parameters_are_checked(kwargs):
-    with pytest.raises(ValueError):
+def test_rollup_parameters_are_checked(kwargs, why):
+    """Each bad parameter is refused for its own reason (a zero width is not let through to fail
+    later as a gap wider than its buckets)."""
+    with pytest.raises(ValueError, match=why):
         rollup.parameters(**kwargs)
+
+
+def test_the_smallest_width_and_gap_are_one_microsecond():
+    """Widths and gaps are whole microseconds: 1 us is the smallest of each that is positive, and
+    is accepted (a gap of 1 us is one bucket of 1 us, within MAX_PIECES - 1 buckets)."""
+    assert rollup.parameters(1e-6, max_gap_s=1e-6, threshold_pct=5.0) == {
+        "width_us": 1, "max_gap_us": 1, "threshold": 5.0}
 
 
 def test_spark_sql_has_numeric_literals_only():
