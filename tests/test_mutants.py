@@ -405,6 +405,32 @@ def test_kills_a_quota_of_one_card_with_no_use_figure():
 
 
 
+def test_kills_a_quota_of_zero_cards_with_an_infinite_use():
+    """Tenant A has a quota of 0 cards in pool p and its project A1 holds g0 06:00-18:00 all the
+    same: peak 1 card, average 12 h / 24 h = 0.5 cards. A use of a zero quota has no value (no
+    ratio to a quota of nothing): both uses are null, never infinite, in the report and already
+    in the engine's quota table (the report's guard against non-finite numbers is the last one,
+    not where the rule lives).
+
+    Mutant (idle.quota_use: the average use taken where the quota is `>= 0`, not `> 0`): 0.5 / 0
+    gives an infinite average use in the table (which the report then prints as null).
+    """
+    from cost_engine.report import quota_table
+
+    b = make_bundle(
+        inventory=[{"gpu_id": "g0", "pool": "p"}],
+        allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 6), "end": ts(1, 18), "owner": "A1"}],
+        owners=[{"tenant": "A", "project": "A1"}],
+        quotas=[{"tenant": "A", "pool": "p", "gpus": 0}],
+    )
+    (row,) = report(b)["quotas"]["rows"]
+    assert (row["tenant"], row["pool"], row["quota"]) == ("A", "p", 0.0)
+    assert (row["peak_allocated"], row["avg_allocated"]) == (pytest.approx(1.0), pytest.approx(0.5))
+    assert (row["peak_quota_use"], row["avg_quota_use"]) == (None, None)
+    table = quota_table(compute(b, make_config()))
+    assert table.select("peak_quota_use", "avg_quota_use").rows() == [(None, None)]
+
+
 def test_kills_a_tenant_without_a_quota_shown_under_no_name_in_the_quota_table():
     """Tenant A has a quota of 2 cards in pool p and holds nothing; tenant B has no quota and its
     project B1 holds g0 06:00-18:00. The quota table has a row per tenant and pool with a quota or
