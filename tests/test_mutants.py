@@ -899,6 +899,54 @@ def test_kills_tokens_per_joule_unknown_below_one_joule():
     assert m["output_tokens_per_joule_facility"] == pytest.approx(160.0)
 
 
+def test_kills_the_fleets_facility_tokens_per_joule_with_the_server_overhead_divided_out():
+    """The bundle of the test above (0.5 GPU joules for model m, 100 output tokens) with server
+    overhead 1.25 and PUE 1.6: in the report's totals, output tokens per GPU joule 100 / 0.5 =
+    200, per facility joule 100 / (0.5 x 1.25 x 1.6) = 100 / 1.0 = 100, as for the model.
+
+    Mutant (report.totals: the fleet's model joules divided by the server overhead, not
+    multiplied): 100 / (0.5 / 1.25 x 1.6) = 156.25.
+    """
+    b = served([{"request_id": "r1", "ts": ts(1, 1), "owner": "A1", "model": "m", "input_tokens": 0,
+                 "output_tokens": 100}],
+               telemetry=[{"ts": ts(1, 0), "gpu_id": "g0", "util_pct": 50.0, "energy_j": 0.0},
+                          {"ts": "2026-10-01T00:01:00Z", "gpu_id": "g0", "util_pct": 50.0, "energy_j": 0.5}])
+    rep = report(b, activity={"max_sample_gap_s": 60}, energy={"server_overhead": 1.25, "pue": 1.6})
+    t = rep["totals"]
+    assert t["output_tokens_per_joule"] == pytest.approx(200.0)
+    assert t["output_tokens_per_joule_facility"] == pytest.approx(100.0)
+    assert {r["model"]: r for r in rep["by_model"]}["m"]["output_tokens_per_joule_facility"] == pytest.approx(100.0)
+
+
+def test_kills_a_fleet_without_requests_given_a_cost_per_million_tokens_of_zero():
+    """Model m is served all day ($24) but nobody sent a request: no tokens were served, so the
+    fleet's cost per million tokens (and per million good tokens) is unknown, not $0.
+
+    Mutant (report.totals: the served tokens taken as 1 when there are none, not 0): $0 of served
+    model cost over 1 token gives $0.00 per million.
+    """
+    t = report(served([]))["totals"]
+    assert (t["input_tokens"], t["output_tokens"], t["requests"]) == (0, 0, 0)
+    assert t["cost_per_million_tokens"] is None
+    assert t["cost_per_million_good_tokens"] is None
+
+
+def test_kills_a_daily_trend_whose_idle_cost_is_the_held_cost():
+    """Pool p, $1/h on g0 for two days; A1 holds g0 on 10-01 06:00-18:00. Day 10-01: cost $24,
+    of which $12 idle (the 12 free hours); day 10-02: cost $24, all idle.
+
+    Mutant (report.trend: the idle cost summed over money *not* going to idle): $12 and $0.
+    """
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}],
+                    allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 6), "end": ts(1, 18),
+                                  "owner": "A1"}],
+                    owners=[{"tenant": "A", "project": "A1"}],
+                    rates=[{"pool": "p", "price_per_gpu_hour": 1.0}])
+    rep = report(b, period=TWO_DAYS)
+    assert [(r["day"], r["cost"], r["idle_cost"]) for r in rep["trend"]] == [
+        ("2026-10-01", pytest.approx(24.0), pytest.approx(12.0)), ("2026-10-02", pytest.approx(24.0), pytest.approx(24.0))]
+
+
 def test_kills_a_model_day_with_under_an_hour_of_telemetry_given_no_energy():
     """The bundle of the test above: samples at 00:00 and 00:01 (max gap 60 s) cover 1 minute
     of the model's held day, and read 0.5 J. The model's trend on 10-01 knows its energy:
