@@ -455,6 +455,25 @@ def test_kills_a_tenant_without_a_quota_shown_under_no_name_in_the_quota_table()
     ]
 
 
+def test_kills_idle_causes_listed_allocated_first():
+    """Pool p, $1/h on g0; A1 holds g0 00:00-20:00 and g0 reports 0 % every 5 minutes over that
+    time: 20 GPU-h held but inactive, underutilized, $20; the free 4 h are no demand, $4. The idle
+    table lists unallocated causes first, then allocated ones, each kind by cost (highest first):
+    no demand ($4) before underutilized ($20).
+
+    Mutant (idle.by_cause: the kinds sorted ascending): underutilized first.
+    """
+    tele = [{"ts": DAY0 + timedelta(minutes=5 * i), "gpu_id": "g0", "util_pct": 0.0} for i in range(240)]
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}],
+                    allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 20),
+                                  "owner": "A1"}],
+                    rates=[{"pool": "p", "price_per_gpu_hour": 1.0}], telemetry=tele)
+    rows = report(b)["idle"]
+    assert [(r["kind"], r["cause"], r["gpu_hours"], r["cost"]) for r in rows] == [
+        ("unallocated", "no_demand", pytest.approx(4.0), pytest.approx(4.0)),
+        ("allocated", "underutilized", pytest.approx(20.0), pytest.approx(20.0))]
+
+
 def test_kills_an_event_on_a_busy_held_card_named_as_an_idle_cause():
     """A1 holds g0 00:00-01:00; g0 reports every minute from 00:00 to 01:00 at 90 % and 200 W, so
     it is active the whole hour; a data_loading event lies on g0 00:10-00:20. Nothing of the held
