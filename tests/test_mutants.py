@@ -918,6 +918,24 @@ def test_kills_tokens_per_joule_unknown_below_one_joule():
     assert m["output_tokens_per_joule_facility"] == pytest.approx(160.0)
 
 
+def test_kills_categories_of_equal_cost_listed_in_reverse_name_order():
+    """Pool p with g0: a $10 network row and a $10 facility row for the day, and a $5 storage row.
+    The input by category lists the highest cost first, ties by name: facility $10, network $10,
+    storage $5.
+
+    Mutant (report.build_report: categories of equal cost sorted by name descending): network
+    before facility.
+    """
+    day = {"pool": "p", "start": ts(1, 0), "end": ts(2, 0)}
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}],
+                    costs=[{"cost_id": "n", "category": "network", "amount": 10.0, **day},
+                           {"cost_id": "s", "category": "storage", "amount": 5.0, **day},
+                           {"cost_id": "f", "category": "facility", "amount": 10.0, **day}])
+    rep = report(b)
+    assert [(r["category"], r["cost"]) for r in rep["by_category"]] == [
+        ("facility", 10.0), ("network", 10.0), ("storage", 5.0)]
+
+
 def test_kills_the_fleets_facility_tokens_per_joule_with_the_server_overhead_divided_out():
     """The bundle of the test above (0.5 GPU joules for model m, 100 output tokens) with server
     overhead 1.25 and PUE 1.6: in the report's totals, output tokens per GPU joule 100 / 0.5 =
