@@ -384,6 +384,26 @@ def svg_texts(locator, selector: str) -> list[str]:
     return [t.text_content() or "" for t in locator.locator(selector).all()]
 
 
+def pick(pg, box, option, tries: int = 3) -> None:
+    """Pick `option` (its name, or a pattern) of the selectbox `box`: open its list until the option
+    shows (a state), then click it. The app can rerun itself just after a first run; a click that
+    lands while it redraws the box closes the list at once (a five-in-a-row run waited 30 s for
+    an option that never showed), and a person would open it again."""
+    from playwright.sync_api import expect
+
+    item = pg.get_by_role("option", name=option)
+    for _ in range(tries):
+        _settle_polling(pg, 90.0, 1.2, False)
+        box.click()
+        try:
+            expect(item).to_be_visible(timeout=20_000)
+        except AssertionError:
+            continue
+        item.click()
+        return
+    raise AssertionError(f"the option {option!r} never showed in its list")
+
+
 def download(pg, button, tries: int = 3):
     """Click a download button until the browser starts the download (a state). The file is made
     on the server when clicked; a rerun between the page's drawing and the click can replace the

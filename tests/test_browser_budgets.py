@@ -9,7 +9,7 @@ import re
 import pytest
 
 from tests.dashboard_support import copy_sample, streamlit_server
-from tests.dashboard_support import charts_drawn, grid_cells, grid_with, no_exceptions, open_url, settle, shot
+from tests.dashboard_support import charts_drawn, grid_cells, grid_with, no_exceptions, open_url, pick, settle, shot
 
 pytestmark = pytest.mark.browser
 
@@ -118,8 +118,7 @@ def test_admin_reads_the_burn_down_and_raises_a_budget(admin_server, browser, sa
         assert "bud-rlhf-month" in cells and "over" in cells and "bud-product-quarter" in cells
         assert pg.locator('[data-testid="stPlotlyChart"]').count() == 1
         # Another budget's burn-down.
-        pg.locator('[data-testid="stSelectbox"]').filter(has_text="Budget").click()
-        pg.get_by_role("option", name=re.compile("^bud-rlhf-month")).click()
+        pick(pg, pg.locator('[data-testid="stSelectbox"]').filter(has_text="Budget"), re.compile("^bud-rlhf-month"))
         settle(pg)
         charts_drawn(pg)
         assert "bud-rlhf-month" in pg.locator('[data-testid="stPlotlyChart"]').inner_text()

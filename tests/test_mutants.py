@@ -431,6 +431,27 @@ def test_kills_a_quota_of_zero_cards_with_an_infinite_use():
     assert table.select("peak_quota_use", "avg_quota_use").rows() == [(None, None)]
 
 
+def test_kills_an_owner_without_a_tenant_given_a_quota_row():
+    """Tenant A has a quota of 2 cards in pool p; its project A1 holds g0 06:00-18:00. Owner X9,
+    which the owners table does not map to a tenant, holds g1 00:00-12:00. Quotas are per tenant:
+    the table has A's row only, peak 1 card (peak use 1 / 2 = 0.5), average 12 h / 24 h = 0.5
+    cards (average use 0.25); X9's time is no tenant's.
+
+    Mutant (idle.quota_use: held segments taken when they have an allocation *or* a tenant):
+    X9's segments come in under a tenant of null, rows without a tenant appear.
+    """
+    b = make_bundle(
+        inventory=[{"gpu_id": "g0", "pool": "p"}, {"gpu_id": "g1", "pool": "p"}],
+        allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 6), "end": ts(1, 18), "owner": "A1"},
+                     {"allocation_id": "x", "gpu_id": "g1", "start": ts(1, 0), "end": ts(1, 12), "owner": "X9"}],
+        owners=[{"tenant": "A", "project": "A1"}],
+        quotas=[{"tenant": "A", "pool": "p", "gpus": 2}],
+    )
+    rows = report(b)["quotas"]["rows"]
+    assert [(r["tenant"], r["pool"], r["quota"], r["peak_allocated"], r["avg_allocated"], r["peak_quota_use"],
+             r["avg_quota_use"]) for r in rows] == [("A", "p", 2.0, 1.0, 0.5, 0.5, 0.25)]
+
+
 def test_kills_a_tenant_without_a_quota_shown_under_no_name_in_the_quota_table():
     """Tenant A has a quota of 2 cards in pool p and holds nothing; tenant B has no quota and its
     project B1 holds g0 06:00-18:00. The quota table has a row per tenant and pool with a quota or
@@ -934,6 +955,53 @@ def test_kills_categories_of_equal_cost_listed_in_reverse_name_order():
     rep = report(b)
     assert [(r["category"], r["cost"]) for r in rep["by_category"]] == [
         ("facility", 10.0), ("network", 10.0), ("storage", 5.0)]
+
+
+def test_kills_a_power_bill_without_telemetry_given_an_unknown_energy_cost():
+    """A1 holds g0 (pool p) all day, with no telemetry; a $50 power row of pool p covers the day.
+    The energy cost is that bill, known: $50 (the energy in kWh stays unknown: nothing measured
+    it). Only where power is priced by measured energy alone would no telemetry leave it unknown.
+
+    Mutant (report.energy_priced_by_measurement: the power rows looked for among the inputs that
+    are *not* cost rows): the bill is missed, the energy cost reads as unknown.
+    """
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}],
+                    allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(2, 0),
+                                  "owner": "A1"}],
+                    costs=[{"cost_id": "pw", "category": "power", "amount": 50.0, "pool": "p", "start": ts(1, 0),
+                            "end": ts(2, 0)}])
+    t = report(b)["totals"]
+    assert t["energy_cost"] == pytest.approx(50.0)
+    assert t["energy_kwh_gpu"] is None
+
+
+def test_kills_an_owner_with_half_an_hour_of_telemetry_given_unknown_active_hours():
+    """A1 holds g0 all day; g0 reports 50 % every 5 minutes from 00:00 to 00:25 (the last sample
+    stands for 300 s, the gap cap): covered 00:00-00:30 = 0.5 GPU-h, all active. A1's active
+    hours are known, 0.5, with an average utilization of 50 %; the owner table holds no NaN for
+    an owner that held nothing either (B1, a $10 direct cost): its average utilization is null.
+
+    Mutants (report.unknown_without_telemetry: active hours known only above 1 covered hour;
+    report.owner_table: the average utilization taken over 0 covered hours too, 0 / 0 = NaN in
+    the table, which the report prints as null).
+    """
+    from cost_engine.report import owner_table
+
+    tele = [{"ts": DAY0 + timedelta(minutes=5 * i), "gpu_id": "g0", "util_pct": 50.0} for i in range(6)]
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}],
+                    allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(2, 0),
+                                  "owner": "A1"}],
+                    owners=[{"tenant": "A", "project": "A1"}, {"tenant": "B", "project": "B1"}],
+                    rates=[{"pool": "p", "price_per_gpu_hour": 1.0}],
+                    costs=[{"cost_id": "d", "category": "software", "amount": 10.0, "owner": "B1", "start": ts(1, 0),
+                            "end": ts(2, 0)}],
+                    telemetry=tele)
+    comp = compute(b, make_config())
+    rows = {r["project"]: r for r in build_report(comp)["by_project"]}
+    assert rows["A1"]["active_gpu_hours"] == pytest.approx(0.5)
+    assert rows["A1"]["avg_util_pct"] == pytest.approx(50.0)
+    table = owner_table(comp, ["tenant", "project"]).filter(pl.col("project") == "B1")
+    assert table["avg_util_pct"].to_list() == [None]
 
 
 def test_kills_the_fleets_facility_tokens_per_joule_with_the_server_overhead_divided_out():
