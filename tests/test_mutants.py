@@ -495,6 +495,41 @@ def test_kills_idle_causes_listed_allocated_first():
         ("allocated", "underutilized", pytest.approx(20.0), pytest.approx(20.0))]
 
 
+def test_kills_underutilized_time_at_zero_watts_given_a_joule():
+    """A1 holds g0 00:00-01:00; g0 reports 0 % and 0 W every 5 minutes over that hour: 1 GPU-h
+    held but inactive (underutilized), and it drew 0 J: its energy is a known 0 kWh, not a trace.
+
+    Mutant (idle.classify: the underutilized joules clipped below at 1 J, not 0 J): 1 J = 2.8e-7
+    kWh of underutilized energy that nothing drew.
+    """
+    tele = [{"ts": DAY0 + timedelta(minutes=5 * i), "gpu_id": "g0", "util_pct": 0.0, "power_w": 0.0}
+            for i in range(12)]
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}],
+                    allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 1),
+                                  "owner": "A1"}],
+                    telemetry=tele)
+    rows = {(r["kind"], r["cause"]): r for r in report(b)["idle"]}
+    under = rows[("allocated", "underutilized")]
+    assert under["gpu_hours"] == pytest.approx(1.0)
+    assert under["energy_kwh_gpu"] == 0.0
+
+
+def test_kills_top_offenders_listed_by_fewest_hours_or_ties_in_reverse():
+    """Pool p: g0 free all day (24 h of no demand), g1 and g2 each held 00:00-12:00 by A1 and free
+    after (12 h each). The backlog's no-demand row names its top offenders by idle hours, highest
+    first, ties by name: g0 (24 h), g1, g2 (12 h each); 48 GPU-h in all.
+
+    Mutants (idle.backlog: offenders sorted by hours ascending, or ties by name descending): g1
+    or g2 first, or g2 before g1.
+    """
+    b = make_bundle(inventory=[{"gpu_id": g, "pool": "p"} for g in ("g0", "g1", "g2")],
+                    allocations=[{"allocation_id": f"a{g}", "gpu_id": g, "start": ts(1, 0), "end": ts(1, 12),
+                                  "owner": "A1"} for g in ("g1", "g2")])
+    (row,) = [r for r in report(b)["idle_backlog"] if r["cause"] == "no_demand"]
+    assert row["gpu_hours"] == pytest.approx(48.0)
+    assert row["top_offenders"] == ["g0", "g1", "g2"]
+
+
 def test_kills_an_event_on_a_busy_held_card_named_as_an_idle_cause():
     """A1 holds g0 00:00-01:00; g0 reports every minute from 00:00 to 01:00 at 90 % and 200 W, so
     it is active the whole hour; a data_loading event lies on g0 00:10-00:20. Nothing of the held
@@ -1002,6 +1037,40 @@ def test_kills_an_owner_with_half_an_hour_of_telemetry_given_unknown_active_hour
     assert rows["A1"]["avg_util_pct"] == pytest.approx(50.0)
     table = owner_table(comp, ["tenant", "project"]).filter(pl.col("project") == "B1")
     assert table["avg_util_pct"].to_list() == [None]
+
+
+def test_kills_owners_ranked_cheapest_first():
+    """Direct software costs for the day: A1 $10, B1 $30, C1 $20 (no cards). The owner tables rank
+    by cost, highest first: projects B1, C1, A1; tenants B, C, A.
+
+    Mutant (report.owner_table: sorted by cost ascending): A1 first.
+    """
+    day = {"category": "software", "start": ts(1, 0), "end": ts(2, 0)}
+    b = make_bundle(owners=[{"tenant": t, "project": f"{t}1"} for t in "ABC"],
+                    costs=[{"cost_id": f"c{o}", "amount": a, "owner": o, **day}
+                           for o, a in (("A1", 10.0), ("B1", 30.0), ("C1", 20.0))])
+    rep = report(b)
+    assert [(r["project"], r["cost"]) for r in rep["by_project"]] == [("B1", 30.0), ("C1", 20.0), ("A1", 10.0)]
+    assert [r["tenant"] for r in rep["by_tenant"]] == ["B", "C", "A"]
+
+
+def test_kills_energy_known_for_half_a_second_taken_as_unknown():
+    """A1 holds g0 all day; g0 reports at 00:00:00.0 (50 %, 100 W) and at 00:00:00.5 (50 %, no power,
+    no counter). The first sample's energy is known for its 0.5 s: 100 W x 0.5 s = 50 J =
+    1.3889e-5 kWh; the second's (capped at the 300 s gap) is unknown. A1's energy is that known
+    part: metered time above 0 s makes it known, however short.
+
+    Mutant (report.unknown_without_telemetry: energy known only above 1 metered second): A1's
+    energy reads as unknown.
+    """
+    tele = [{"ts": DAY0, "gpu_id": "g0", "util_pct": 50.0, "power_w": 100.0},
+            {"ts": DAY0 + timedelta(milliseconds=500), "gpu_id": "g0", "util_pct": 50.0}]
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}],
+                    allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(2, 0),
+                                  "owner": "A1"}],
+                    owners=[{"tenant": "A", "project": "A1"}], telemetry=tele)
+    (row,) = report(b)["by_project"]
+    assert row["energy_kwh_gpu"] == pytest.approx(50 / 3.6e6)
 
 
 def test_kills_the_fleets_facility_tokens_per_joule_with_the_server_overhead_divided_out():
