@@ -530,6 +530,18 @@ def test_kills_top_offenders_listed_by_fewest_hours_or_ties_in_reverse():
     assert row["top_offenders"] == ["g0", "g1", "g2"]
 
 
+def test_kills_a_backlog_naming_six_top_offenders():
+    """Pool p with six cards, g0 to g5, all free all day: 144 GPU-h of no demand. The backlog names
+    the five top offenders, ties by name: g0 to g4.
+
+    Mutant (idle.backlog: six top offenders by default): g5 too.
+    """
+    b = make_bundle(inventory=[{"gpu_id": f"g{i}", "pool": "p"} for i in range(6)])
+    (row,) = [r for r in report(b)["idle_backlog"] if r["cause"] == "no_demand"]
+    assert row["gpu_hours"] == pytest.approx(144.0)
+    assert row["top_offenders"] == ["g0", "g1", "g2", "g3", "g4"]
+
+
 def test_kills_an_event_on_a_busy_held_card_named_as_an_idle_cause():
     """A1 holds g0 00:00-01:00; g0 reports every minute from 00:00 to 01:00 at 90 % and 200 W, so
     it is active the whole hour; a data_loading event lies on g0 00:10-00:20. Nothing of the held
@@ -1060,8 +1072,8 @@ def test_kills_energy_known_for_half_a_second_taken_as_unknown():
     1.3889e-5 kWh; the second's (capped at the 300 s gap) is unknown. A1's energy is that known
     part: metered time above 0 s makes it known, however short.
 
-    Mutant (report.unknown_without_telemetry: energy known only above 1 metered second): A1's
-    energy reads as unknown.
+    Mutants (report.unknown_without_telemetry, report.totals: energy known only above 1 metered
+    second): A1's energy, or the fleet's, reads as unknown.
     """
     tele = [{"ts": DAY0, "gpu_id": "g0", "util_pct": 50.0, "power_w": 100.0},
             {"ts": DAY0 + timedelta(milliseconds=500), "gpu_id": "g0", "util_pct": 50.0}]
@@ -1069,8 +1081,27 @@ def test_kills_energy_known_for_half_a_second_taken_as_unknown():
                     allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(2, 0),
                                   "owner": "A1"}],
                     owners=[{"tenant": "A", "project": "A1"}], telemetry=tele)
-    (row,) = report(b)["by_project"]
+    rep = report(b)
+    (row,) = rep["by_project"]
     assert row["energy_kwh_gpu"] == pytest.approx(50 / 3.6e6)
+    assert rep["totals"]["energy_kwh_gpu"] == pytest.approx(50 / 3.6e6)
+
+
+def test_kills_the_average_power_of_an_owner_held_half_a_second():
+    """A1 holds g0 for half a second, 00:00:00.0-00:00:00.5; g0 reports 100 W at 00:00:00.0. A1's
+    energy is 100 W x 0.5 s = 50 J over 0.5 held GPU-seconds: an average power of 100 W per GPU.
+
+    Mutants (report.owner_table: held seconds taken as hours / 3600, not x 3600; the average
+    power known only above 1 held second): 50 J / (0.5 s / 3600 / 3600) = 1.3e9 W, or unknown.
+    """
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}],
+                    allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": DAY0,
+                                  "end": DAY0 + timedelta(milliseconds=500), "owner": "A1"}],
+                    owners=[{"tenant": "A", "project": "A1"}],
+                    telemetry=[{"ts": DAY0, "gpu_id": "g0", "util_pct": 50.0, "power_w": 100.0}])
+    row = {r["project"]: r for r in report(b)["by_project"]}["A1"]
+    assert row["energy_kwh_gpu"] == pytest.approx(50 / 3.6e6)
+    assert row["avg_power_w_per_gpu"] == pytest.approx(100.0)
 
 
 def test_kills_the_fleets_facility_tokens_per_joule_with_the_server_overhead_divided_out():
@@ -1078,8 +1109,11 @@ def test_kills_the_fleets_facility_tokens_per_joule_with_the_server_overhead_div
     overhead 1.25 and PUE 1.6: in the report's totals, output tokens per GPU joule 100 / 0.5 =
     200, per facility joule 100 / (0.5 x 1.25 x 1.6) = 100 / 1.0 = 100, as for the model.
 
-    Mutant (report.totals: the fleet's model joules divided by the server overhead, not
-    multiplied): 100 / (0.5 / 1.25 x 1.6) = 156.25.
+    The model's cost, $24 of rate for the day and 1 facility J of measured energy at $0.12/kWh,
+    over its 100 tokens: $240,000.000333 per million tokens.
+
+    Mutants (report.totals: the fleet's model joules divided by the server overhead, not
+    multiplied): 100 / (0.5 / 1.25 x 1.6) = 156.25; (a million taken as 1,000,001): $240,000.24...
     """
     b = served([{"request_id": "r1", "ts": ts(1, 1), "owner": "A1", "model": "m", "input_tokens": 0,
                  "output_tokens": 100}],
@@ -1089,6 +1123,9 @@ def test_kills_the_fleets_facility_tokens_per_joule_with_the_server_overhead_div
     t = rep["totals"]
     assert t["output_tokens_per_joule"] == pytest.approx(200.0)
     assert t["output_tokens_per_joule_facility"] == pytest.approx(100.0)
+    # The model's $24 of rate and its measured energy, 1 facility J = 1/3.6e6 kWh x $0.12, over
+    # its 100 tokens: (24 + 0.12 / 3.6e6) x 10,000 = $240,000.000333 per million.
+    assert t["cost_per_million_tokens"] == pytest.approx((24 + 0.12 / 3.6e6) * 1e4, rel=1e-12)
     assert {r["model"]: r for r in rep["by_model"]}["m"]["output_tokens_per_joule_facility"] == pytest.approx(100.0)
 
 
@@ -1109,7 +1146,8 @@ def test_kills_a_daily_trend_whose_idle_cost_is_the_held_cost():
     """Pool p, $1/h on g0 for two days; A1 holds g0 on 10-01 06:00-18:00. Day 10-01: cost $24,
     of which $12 idle (the 12 free hours); day 10-02: cost $24, all idle.
 
-    Mutant (report.trend: the idle cost summed over money *not* going to idle): $12 and $0.
+    Mutants (report.trend: the idle cost summed over money *not* going to idle): $12 and $0;
+    (a day's energy known from 0 metered seconds on): 0 kWh for days nothing measured.
     """
     b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}],
                     allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 6), "end": ts(1, 18),
@@ -1119,6 +1157,8 @@ def test_kills_a_daily_trend_whose_idle_cost_is_the_held_cost():
     rep = report(b, period=TWO_DAYS)
     assert [(r["day"], r["cost"], r["idle_cost"]) for r in rep["trend"]] == [
         ("2026-10-01", pytest.approx(24.0), pytest.approx(12.0)), ("2026-10-02", pytest.approx(24.0), pytest.approx(24.0))]
+    # No telemetry: each day's energy is unknown, not 0 kWh.
+    assert [r["energy_kwh_gpu"] for r in rep["trend"]] == [None, None]
 
 
 def test_kills_a_model_day_with_under_an_hour_of_telemetry_given_no_energy():
