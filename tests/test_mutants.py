@@ -752,6 +752,42 @@ def test_kills_free_idle_priced_by_time_instead_of_by_the_rates_in_force():
     reconciled(rep, 48.0)
 
 
+def test_kills_free_idle_priced_by_time_when_the_rates_charged_little():
+    """As test_kills_free_idle_priced_by_time_instead_of_by_the_rates_in_force, with rates of
+    $0.000001/h 00-12 and $0.000003/h 12-24: $0.000012 + $0.000036 = $0.000048, all idle.
+    Maintenance wins 00:00-06:00: 6 x $0.000001 = $0.000006; no demand the other 18 h: $0.000006 +
+    12 x $0.000003 = $0.000042 (not 18/24 of the total, $0.000036). Prices rule whenever the rates
+    charged anything, however little (the price integral here is in $/h x seconds: 0.1728).
+
+    Mutant (idle._cause_shares: the causes priced by the rates only where that integral is over
+    1): by time, maintenance $0.000012, no demand $0.000036.
+    """
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}], allocations=[],
+                    rates=[{"pool": "p", "price_per_gpu_hour": 1e-6, "start": ts(1, 0), "end": ts(1, 12)},
+                           {"pool": "p", "price_per_gpu_hour": 3e-6, "start": ts(1, 12), "end": ts(2, 0)}],
+                    events=[{"start": ts(1, 0), "end": ts(1, 6), "pool": "p", "kind": "maintenance"}])
+    rep = report(b)
+    assert idle_costs(rep) == pytest.approx({("unallocated", "maintenance"): 6e-6, ("unallocated", "no_demand"): 4.2e-5},
+                                            rel=1e-9, abs=1e-15)
+    reconciled(rep, 4.8e-5)
+
+
+def test_kills_an_hour_under_one_available_gpu_hour_given_no_allocation_ratio():
+    """g0 enters service at 00:30 and A1 holds it 00:30-01:00. In the hourly capacity view the
+    00:00 bucket has 0.5 available GPU-h, all allocated: allocation ratio 1.0.
+
+    Mutant (idle.capacity_over_time: the ratio only where over 1 GPU-h is available): null.
+    """
+    from cost_engine import idle
+
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p", "in_service_start": ts(1, 0.5)}],
+                    allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0.5), "end": ts(1, 1),
+                                  "owner": "A1"}])
+    got = idle.capacity_over_time(compute(b, make_config()).seg, "1h").filter(pl.col("bucket") == DAY0)
+    assert got.select("available_gpu_hours", "allocated_gpu_hours", "allocation_ratio").rows() == [
+        (pytest.approx(0.5), pytest.approx(0.5), pytest.approx(1.0))]
+
+
 def test_kills_a_kilowatt_hour_of_3_600_001_joules_in_held_idle():
     """A1 holds g0 00:00-02:00 at 0 % utilization, drawing 1000 W (quarter-hourly samples): all
     held time is underutilized. A $100 row spread by energy over pool p 00:00-02:00 lands wholly on
@@ -1102,6 +1138,41 @@ def test_kills_the_average_power_of_an_owner_held_half_a_second():
     row = {r["project"]: r for r in report(b)["by_project"]}["A1"]
     assert row["energy_kwh_gpu"] == pytest.approx(50 / 3.6e6)
     assert row["avg_power_w_per_gpu"] == pytest.approx(100.0)
+
+
+def test_kills_an_owners_cost_per_allocated_hour_multiplied():
+    """Pool p at $1/h; A1 holds g0 06:00-18:00: $12 over 12 allocated GPU-h, $1.00 per allocated
+    GPU-hour.
+
+    Mutant (report.owner_table: cost x hours, not cost / hours): $144.
+    """
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}],
+                    allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 6), "end": ts(1, 18),
+                                  "owner": "A1"}],
+                    owners=[{"tenant": "A", "project": "A1"}], rates=[{"pool": "p", "price_per_gpu_hour": 1.0}])
+    (row,) = report(b)["by_project"]
+    assert (row["cost"], row["allocated_gpu_hours"]) == (pytest.approx(12.0), pytest.approx(12.0))
+    assert row["cost_per_allocated_gpu_hour"] == pytest.approx(1.0)
+
+
+def test_kills_the_fleets_cost_per_million_tokens_over_models_without_tokens_or_cost():
+    """Model m is served all day on g0 ($24) and A1 sent it 100 output tokens; model m2 is held on
+    g1 all day ($24) and nobody sent it a request; B1 sent 300 output tokens to model m3, which no
+    card served (no cost). The fleet's cost per million tokens is over the models that both cost
+    something and served tokens: m's $24 / 100 tokens = $240,000 per million.
+
+    Mutants (report.totals: served models taken as those that cost something *or* served tokens:
+    $48 / 400 tokens = $120,000; as those that cost $0 or more and served tokens: $24 / 400 tokens
+    = $60,000).
+    """
+    b = served([{"request_id": "r1", "ts": ts(1, 1), "owner": "A1", "model": "m", "input_tokens": 0,
+                 "output_tokens": 100},
+                {"request_id": "r2", "ts": ts(1, 1), "owner": "B1", "model": "m3", "input_tokens": 0,
+                 "output_tokens": 300}],
+               also=[{"allocation_id": "m2", "gpu_id": "g1", "start": ts(1, 0), "end": ts(2, 0), "owner": "svc",
+                      "workload": "inference", "model": "m2"}])
+    t = report(b)["totals"]
+    assert t["cost_per_million_tokens"] == pytest.approx(240_000.0)
 
 
 def test_kills_the_fleets_facility_tokens_per_joule_with_the_server_overhead_divided_out():
