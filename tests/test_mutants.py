@@ -1064,7 +1064,8 @@ def test_kills_an_owner_with_half_an_hour_of_telemetry_given_unknown_active_hour
     hours are known, 0.5, with an average utilization of 50 %; the owner table holds no NaN for
     an owner that held nothing either (B1, a $10 direct cost): its average utilization is null.
 
-    Mutants (report.unknown_without_telemetry: active hours known only above 1 covered hour;
+    Mutants (report.totals: the idle rate 1 + active / available: 1.020833;
+    report.unknown_without_telemetry: active hours known only above 1 covered hour;
     report.owner_table: the average utilization taken over 0 covered hours too, 0 / 0 = NaN in
     the table, which the report prints as null).
     """
@@ -1080,8 +1081,11 @@ def test_kills_an_owner_with_half_an_hour_of_telemetry_given_unknown_active_hour
                             "end": ts(2, 0)}],
                     telemetry=tele)
     comp = compute(b, make_config())
-    rows = {r["project"]: r for r in build_report(comp)["by_project"]}
+    rep = build_report(comp)
+    rows = {r["project"]: r for r in rep["by_project"]}
     assert rows["A1"]["active_gpu_hours"] == pytest.approx(0.5)
+    # The fleet: 24 available GPU-h, 0.5 active: idle rate 1 - 0.5 / 24 = 0.979167.
+    assert rep["totals"]["idle_rate"] == pytest.approx(1 - 0.5 / 24)
     assert rows["A1"]["avg_util_pct"] == pytest.approx(50.0)
     table = owner_table(comp, ["tenant", "project"]).filter(pl.col("project") == "B1")
     assert table["avg_util_pct"].to_list() == [None]
@@ -1175,19 +1179,40 @@ def test_kills_the_fleets_cost_per_million_tokens_over_models_without_tokens_or_
     assert t["cost_per_million_tokens"] == pytest.approx(240_000.0)
 
 
+def test_kills_unattributed_lines_of_equal_cost_and_key_in_reverse_source_order():
+    """Owner ZZ is in no owners table: its allocation of g0 00:00-05:00 at $1/h ($5, source
+    scheduler) and its $5 software cost row (source finance) are unattributed. Lines of equal cost
+    and key are listed by source: finance, then scheduler.
+
+    Mutant (report.unattributed: ties sorted by source descending): scheduler first.
+    """
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}],
+                    allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 5),
+                                  "owner": "ZZ"}],
+                    owners=[{"tenant": "A", "project": "A1"}], rates=[{"pool": "p", "price_per_gpu_hour": 1.0}],
+                    costs=[{"cost_id": "d", "category": "software", "amount": 5.0, "owner": "ZZ", "start": ts(1, 0),
+                            "end": ts(2, 0)}])
+    assert [(r["source"], r["key"], r["cost"]) for r in report(b)["unattributed"]] == [
+        ("finance", "ZZ", pytest.approx(5.0)), ("scheduler", "ZZ", pytest.approx(5.0))]
+
+
 def test_kills_the_fleets_facility_tokens_per_joule_with_the_server_overhead_divided_out():
     """The bundle of the test above (0.5 GPU joules for model m, 100 output tokens) with server
-    overhead 1.25 and PUE 1.6: in the report's totals, output tokens per GPU joule 100 / 0.5 =
-    200, per facility joule 100 / (0.5 x 1.25 x 1.6) = 100 / 1.0 = 100, as for the model.
+    overhead 1.25 and PUE 1.6, and 300 output tokens sent to model m3, which no card served (0 J):
+    in the report's totals, output tokens per GPU joule are counted over models that drew energy,
+    100 / 0.5 = 200, per facility joule 100 / (0.5 x 1.25 x 1.6) = 100 / 1.0 = 100, as for m.
 
     The model's cost, $24 of rate for the day and 1 facility J of measured energy at $0.12/kWh,
     over its 100 tokens: $240,000.000333 per million tokens.
 
     Mutants (report.totals: the fleet's model joules divided by the server overhead, not
-    multiplied): 100 / (0.5 / 1.25 x 1.6) = 156.25; (a million taken as 1,000,001): $240,000.24...
+    multiplied): 100 / (0.5 / 1.25 x 1.6) = 156.25; (a million taken as 1,000,001): $240,000.24...;
+    (the facility figure's tokens counted over models of 0 J or more): (100 + 300) / 1.0 = 400.
     """
     b = served([{"request_id": "r1", "ts": ts(1, 1), "owner": "A1", "model": "m", "input_tokens": 0,
-                 "output_tokens": 100}],
+                 "output_tokens": 100},
+                {"request_id": "r2", "ts": ts(1, 1), "owner": "B1", "model": "m3", "input_tokens": 0,
+                 "output_tokens": 300}],
                telemetry=[{"ts": ts(1, 0), "gpu_id": "g0", "util_pct": 50.0, "energy_j": 0.0},
                           {"ts": "2026-10-01T00:01:00Z", "gpu_id": "g0", "util_pct": 50.0, "energy_j": 0.5}])
     rep = report(b, activity={"max_sample_gap_s": 60}, energy={"server_overhead": 1.25, "pue": 1.6})
