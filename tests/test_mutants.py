@@ -1184,7 +1184,9 @@ def test_kills_unattributed_lines_of_equal_cost_and_key_in_reverse_source_order(
     scheduler) and its $5 software cost row (source finance) are unattributed. Lines of equal cost
     and key are listed by source: finance, then scheduler.
 
-    Mutant (report.unattributed: ties sorted by source descending): scheduler first.
+    Mutants (report.unattributed: ties sorted by source descending): scheduler first;
+    (report.reconciliation: the unattributed money added to the difference, not taken from it):
+    a difference of $20.
     """
     b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}],
                     allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 5),
@@ -1192,8 +1194,14 @@ def test_kills_unattributed_lines_of_equal_cost_and_key_in_reverse_source_order(
                     owners=[{"tenant": "A", "project": "A1"}], rates=[{"pool": "p", "price_per_gpu_hour": 1.0}],
                     costs=[{"cost_id": "d", "category": "software", "amount": 5.0, "owner": "ZZ", "start": ts(1, 0),
                             "end": ts(2, 0)}])
-    assert [(r["source"], r["key"], r["cost"]) for r in report(b)["unattributed"]] == [
+    rep = report(b)
+    assert [(r["source"], r["key"], r["cost"]) for r in rep["unattributed"]] == [
         ("finance", "ZZ", pytest.approx(5.0)), ("scheduler", "ZZ", pytest.approx(5.0))]
+    # Input $24 + $5 = $29: $10 unattributed, $19 idle, nothing attributed, difference 0.
+    rc = rep["reconciliation"]
+    assert (rc["input_cost"], rc["unattributed"], rc["idle"]) == (pytest.approx(29.0), pytest.approx(10.0),
+                                                                  pytest.approx(19.0))
+    assert rc["difference"] == pytest.approx(0.0, abs=1e-9)
 
 
 def test_kills_the_fleets_facility_tokens_per_joule_with_the_server_overhead_divided_out():
