@@ -106,10 +106,14 @@ def energy_priced_by_measurement(comp: Computation) -> bool:
 
 
 def uncosted_pools(comp: Computation) -> list[str]:
-    """Pools with allocated time that no cost input reaches: no cost row names them or the
-    whole fleet (whatever the boundary), no rate and no measured energy. Their holders' cost
-    is unknown."""
-    costs, rates = comp.bundle["costs"], comp.bundle["rates"]
+    """Pools with allocated time that no cost input reaches: no cost row in force during the
+    period names them or the whole fleet (whatever the boundary), no rate in force and no
+    measured energy. Their holders' cost is unknown."""
+    # A row wholly before or after the period prices none of its held time (an empty bound is
+    # open, as in the spread): a pool reached only by such rows is unknown, not $0.
+    p = comp.period
+    in_force = (pl.col("start").is_null() | (pl.col("start") < p.end)) & (pl.col("end").is_null() | (pl.col("end") > p.start))
+    costs, rates = comp.bundle["costs"].filter(in_force), comp.bundle["rates"].filter(in_force)
     if costs.filter(pl.col("pool").is_null() & pl.col("owner").is_null()).height:
         return []  # a fleet-wide row reaches every pool
     reached = set(costs["pool"].drop_nulls().to_list()) | set(rates["pool"].drop_nulls().to_list()) \
@@ -123,7 +127,7 @@ def cost_gaps(comp: Computation) -> list[tuple[str, str]]:
     out = []
     pools = uncosted_pools(comp)
     if pools:
-        out.append(("cost unknown", f"no cost row, rate or measured energy reaches pool(s) {', '.join(pools)}: "
+        out.append(("cost unknown", f"no cost row, rate or measured energy of the period reaches pool(s) {', '.join(pools)}: "
                     "owners holding their cards that no other cost reached have an unknown cost, the others "
                     "miss that pool's share"))
     return out

@@ -2287,15 +2287,20 @@ def test_kills_an_allocation_ratio_of_zero_over_zero():
 def test_kills_tokens_that_subtract_cached_input():
     """Model m costs $24 (served). One request of A1: 100 input, 40 cached input and 60 output
     tokens, status ok and no latency: 200 tokens in all, all good. Per million good tokens:
-    $24 / 200 x 1e6 = $120,000; the model's daily trend counts 200 tokens on 10-01.
+    $24 / 200 x 1e6 = $120,000, for the model and for the fleet; the model's daily trend counts
+    200 tokens on 10-01.
 
-    Mutant (tokens._resolve_batch: input - cached + output): 120 tokens, $200,000 per M good tokens.
+    Mutants (tokens._resolve_batch: input - cached + output): 120 tokens, $200,000 per M good tokens;
+    (report.totals: the fleet's good-token million taken as 1,000,001): $120,000.12, so the fleet's
+    figure is compared at 1e-12.
     """
     rep = report(served([{"request_id": "r", "ts": ts(1, 2), "owner": "A1", "model": "m", "input_tokens": 100,
                           "cached_input_tokens": 40, "output_tokens": 60}]))
     m = {r["model"]: r for r in rep["by_model"]}["m"]
     assert m["good_tokens"] == 200
     assert m["cost_per_million_good_tokens"] == pytest.approx(120_000.0)
+    assert rep["totals"]["good_tokens"] == 200
+    assert rep["totals"]["cost_per_million_good_tokens"] == pytest.approx(120_000.0, rel=1e-12)
     assert [(r["day"], r["tokens"]) for r in rep["model_trend"]] == [("2026-10-01", 200)]
 
 
@@ -2600,7 +2605,7 @@ def test_kills_known_zeros_and_unknowns_swapped_in_the_owner_table():
     assert (b1["active_gpu_hours"], b1["energy_kwh_gpu"], b1["energy_kwh_facility"], b1["carbon_kg"]) == (0.0, 0.0, 0.0, 0.0)
     assert b1["avg_power_w_per_gpu"] is None
     assert (rows["C1"]["allocated_gpu_hours"], rows["C1"]["cost"]) == (1.0, None)
-    assert [d.split(":")[0] for d in gaps(rep, "cost unknown")] == ["no cost row, rate or measured energy reaches pool(s) q"]
+    assert [d.split(":")[0] for d in gaps(rep, "cost unknown")] == ["no cost row, rate or measured energy of the period reaches pool(s) q"]
     reconciled(rep, 10.0)
 
 
@@ -3104,3 +3109,89 @@ def test_kills_a_card_retired_at_the_period_start_offered_as_a_pool_filter():
     rep = build_report(comp)
     assert rep["totals"]["allocated_gpu_hours"] == pytest.approx(4.0)
     reconciled(rep, 24.0)
+
+
+def test_kills_a_sample_exactly_at_the_busy_threshold_counted_inactive():
+    """Threshold mode, busy at util >= 5 % (the default). g0 is held by A1 00:00-01:00 and sampled at
+    00:00 and 00:30 at exactly 5 % (gap cap 1,800 s): both samples are busy, 1 active GPU-hour of
+    1 allocated, so no allocated idle time at all.
+
+    Mutant (activity.interval_activity: busy at util > threshold): 0 active hours, and the hour
+    shows as 1 GPU-hour of underutilized idle.
+    """
+    b = make_bundle(
+        inventory=[{"gpu_id": "g0", "pool": "p"}],
+        allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 1), "owner": "A1"}],
+        telemetry=[{"ts": ts(1, h / 2), "gpu_id": "g0", "util_pct": 5.0, "power_w": 200.0} for h in range(2)],
+        owners=[{"tenant": "A", "project": "A1"}],
+    )
+    rep = report(b, activity={"max_sample_gap_s": 1800})
+    assert rep["totals"]["active_gpu_hours"] == pytest.approx(1.0)
+    assert by(rep, "by_project", "project", "active_gpu_hours") == {"A1": pytest.approx(1.0)}
+    assert [r for r in rep["idle"] if r["kind"] == "allocated"] == []
+
+
+def test_kills_the_oversized_cause_keyed_by_minute_alone_across_jobs():
+    """Two multi-card jobs run at once, 00:00-01:00, sampled every 30 min at 200 W (gap cap
+    1,800 s): j1 holds g0 and g1, both at 0 %; j2 holds g2 at 100 % and g3 at 0 %.
+      g3 idles while its sibling g2 works: 1 GPU-hour of oversized_request, 0.2 kWh;
+      g0 and g1 idle with no busy sibling in their own job: 2 GPU-hours underutilized, 0.4 kWh.
+
+    Mutant (activity._oversized: the (job, minute) key built with 1 >> 32 = 0, so it is the minute
+    alone): g2's busy minutes become every job's, and g0 and g1 turn oversized too: 3 GPU-hours.
+    """
+    jobs = {"g0": ("j1", 0.0), "g1": ("j1", 0.0), "g2": ("j2", 100.0), "g3": ("j2", 0.0)}
+    b = make_bundle(
+        inventory=[{"gpu_id": g, "pool": "p"} for g in jobs],
+        allocations=[{"allocation_id": f"a-{g}", "gpu_id": g, "start": ts(1, 0), "end": ts(1, 1), "owner": "A1",
+                      "job_id": j} for g, (j, _) in jobs.items()],
+        telemetry=[{"ts": ts(1, h / 2), "gpu_id": g, "util_pct": u, "power_w": 200.0}
+                   for g, (_, u) in jobs.items() for h in range(2)],
+        owners=[{"tenant": "A", "project": "A1"}],
+    )
+    rep = report(b, activity={"max_sample_gap_s": 1800}, boundary=NO_POWER)
+    held = {r["cause"]: (r["gpu_hours"], r["energy_kwh_gpu"]) for r in rep["idle"] if r["kind"] == "allocated"}
+    assert held == {"oversized_request": pytest.approx((1.0, 0.2)), "underutilized": pytest.approx((2.0, 0.4))}
+    assert rep["totals"]["active_gpu_hours"] == pytest.approx(1.0)
+
+
+def test_kills_a_pool_priced_only_outside_the_period_taken_as_reached():
+    """g0 (pool p) is held by A 00:00-04:00 on 10-01. p's only rate is for 10-05 and its only cost
+    row ($30 network) for 10-05 too: neither prices any of the period's held time, so no cost
+    input of the period reaches p. A's cost and the fleet's are unknown (null), and the gap
+    `cost unknown` names p.
+
+    A network row of p in force on 10-01 ($30) does reach p, whatever the boundary
+    (docs/engine.md, choice 20): under a boundary without network it counts $0, a known $0,
+    and no gap. With a rate in force instead ($1 per card-hour from 09-30 on, open end) the
+    fleet costs 24 card-hours x $1 = $24, A's 4 held hours $4.
+
+    Mutants (report.uncosted_pools): rows taken whatever their window (the code before this
+    test): p reached by the rows of 10-05, the fleet $0 instead of unknown; pools reached taken
+    as those named by a cost row *and* a rate (`&` instead of `|`): the network row alone no
+    longer reaches p, and the boundary's $0 turns unknown.
+    """
+    held = {"inventory": [{"gpu_id": "g0", "pool": "p"}],
+            "allocations": [{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 4), "owner": "A"}]}
+
+    def network(day):
+        return [{"cost_id": "x", "category": "network", "amount": 30.0, "pool": "p", "start": ts(day, 0),
+                 "end": ts(day + 1, 0)}]
+
+    rep = report(make_bundle(**held, rates=[{"pool": "p", "price_per_gpu_hour": 1.0, "start": ts(5, 0),
+                                             "end": ts(6, 0)}], costs=network(5)))
+    assert rep["totals"]["cost"] is None
+    assert by(rep, "by_project", "project") == {"A": None}
+    assert [d.split(":")[0] for d in gaps(rep, "cost unknown")] == [
+        "no cost row, rate or measured energy of the period reaches pool(s) p"]
+
+    rep = report(make_bundle(**held, costs=network(1)),
+                 boundary={"name": "custom", "categories": [c for c in CATEGORIES if c != "network"]})
+    assert rep["totals"]["cost"] == 0.0
+    assert by(rep, "by_project", "project") == {"A": 0.0}
+    assert gaps(rep, "cost unknown") == []
+
+    rep = report(make_bundle(**held, rates=[{"pool": "p", "price_per_gpu_hour": 1.0, "start": ts(30, 0)}]))
+    assert rep["totals"]["cost"] == pytest.approx(24.0)
+    assert by(rep, "by_project", "project") == {"A": pytest.approx(4.0)}
+    assert gaps(rep, "cost unknown") == []
