@@ -3169,7 +3169,8 @@ def test_kills_a_pool_priced_only_outside_the_period_taken_as_reached():
     Mutants (report.uncosted_pools): rows taken whatever their window (the code before this
     test): p reached by the rows of 10-05, the fleet $0 instead of unknown; pools reached taken
     as those named by a cost row *and* a rate (`&` instead of `|`): the network row alone no
-    longer reaches p, and the boundary's $0 turns unknown.
+    longer reaches p, and the boundary's $0 turns unknown; a window that touches the period
+    taken as in force (`start <= end`, `end >= start`): $0 for the touching rows.
     """
     held = {"inventory": [{"gpu_id": "g0", "pool": "p"}],
             "allocations": [{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 4), "owner": "A"}]}
@@ -3184,6 +3185,11 @@ def test_kills_a_pool_priced_only_outside_the_period_taken_as_reached():
     assert by(rep, "by_project", "project") == {"A": None}
     assert [d.split(":")[0] for d in gaps(rep, "cost unknown")] == [
         "no cost row, rate or measured energy of the period reaches pool(s) p"]
+    # Windows that only touch the period's edges: a rate from 10-02 00:00 (the period's end) and
+    # a cost row that ends at 10-01 00:00 (its start) price none of it either.
+    touching = make_bundle(**held, rates=[{"pool": "p", "price_per_gpu_hour": 1.0, "start": ts(2, 0)}],
+                           costs=[{**network(1)[0], "start": ts(30, 0), "end": ts(1, 0)}])
+    assert report(touching)["totals"]["cost"] is None
 
     rep = report(make_bundle(**held, costs=network(1)),
                  boundary={"name": "custom", "categories": [c for c in CATEGORIES if c != "network"]})
