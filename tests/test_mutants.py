@@ -1067,7 +1067,8 @@ def test_kills_an_owner_with_half_an_hour_of_telemetry_given_unknown_active_hour
     Mutants (report.totals: the idle rate 1 + active / available: 1.020833;
     report.unknown_without_telemetry: active hours known only above 1 covered hour;
     report.owner_table: the average utilization taken over 0 covered hours too, 0 / 0 = NaN in
-    the table, which the report prints as null).
+    the table, which the report prints as null; the cost per million tokens taken over 0 tokens
+    too: B1 sent no request, $0 / 0 tokens = NaN).
     """
     from cost_engine.report import owner_table
 
@@ -1089,6 +1090,7 @@ def test_kills_an_owner_with_half_an_hour_of_telemetry_given_unknown_active_hour
     assert rows["A1"]["avg_util_pct"] == pytest.approx(50.0)
     table = owner_table(comp, ["tenant", "project"]).filter(pl.col("project") == "B1")
     assert table["avg_util_pct"].to_list() == [None]
+    assert table["cost_per_million_tokens"].to_list() == [None]
 
 
 def test_kills_owners_ranked_cheapest_first():
@@ -3201,3 +3203,33 @@ def test_kills_a_pool_priced_only_outside_the_period_taken_as_reached():
     assert rep["totals"]["cost"] == pytest.approx(24.0)
     assert by(rep, "by_project", "project") == {"A": pytest.approx(4.0)}
     assert gaps(rep, "cost unknown") == []
+
+
+
+def test_kills_pools_and_owners_without_allocated_hours_taken_as_uncosted():
+    """Pools p (g0), q (g1) and r (g2 of capacity 0, g3), 10-01. A rate prices p only, $1 per
+    card-hour: the fleet's input is g0's 24 card-hours, $24. A holds g0 00:00-04:00 ($4); B holds
+    g2 00:00-04:00, a card of no capacity, so 0 allocated GPU-hours; C holds g3 00:00-04:00
+    (4 GPU-hours in r); nobody holds g1.
+      Pools with allocated time: p and r. No cost input reaches r: the gap `cost unknown` names r
+      alone (q has no allocated time), and C's cost is unknown. B held no GPU-hour of r: nothing
+      of r's unknown cost is B's, so B's cost is a known $0. A's is $4.
+
+    Mutants (report.uncosted_pools: pools of segments with alloc_h >= 0, so every pool with a
+    card: the gap names q and r; report.owner_table: owners of segments with alloc_h >= 0 in an
+    uncosted pool made unknown: B's $0 turns null).
+    """
+    b = make_bundle(
+        inventory=[{"gpu_id": "g0", "pool": "p"}, {"gpu_id": "g1", "pool": "q"},
+                   {"gpu_id": "g2", "pool": "r", "capacity": 0.0}, {"gpu_id": "g3", "pool": "r"}],
+        allocations=[{"allocation_id": o, "gpu_id": g, "start": ts(1, 0), "end": ts(1, 4), "owner": o}
+                     for o, g in (("A", "g0"), ("B", "g2"), ("C", "g3"))],
+        rates=[{"pool": "p", "price_per_gpu_hour": 1.0}],
+    )
+    rep = report(b)
+    assert [d.split(":")[0] for d in gaps(rep, "cost unknown")] == [
+        "no cost row, rate or measured energy of the period reaches pool(s) r"]
+    assert rep["totals"]["cost"] == pytest.approx(24.0)
+    assert by(rep, "by_project", "project") == {"A": pytest.approx(4.0), "B": 0.0, "C": None}
+    assert by(rep, "by_project", "project", "allocated_gpu_hours") == {"A": pytest.approx(4.0), "B": 0.0,
+                                                                        "C": pytest.approx(4.0)}
