@@ -3233,3 +3233,34 @@ def test_kills_pools_and_owners_without_allocated_hours_taken_as_uncosted():
     assert by(rep, "by_project", "project") == {"A": pytest.approx(4.0), "B": 0.0, "C": None}
     assert by(rep, "by_project", "project", "allocated_gpu_hours") == {"A": pytest.approx(4.0), "B": 0.0,
                                                                         "C": pytest.approx(4.0)}
+
+
+def test_kills_an_owner_held_half_an_hour_given_no_cost_per_allocated_hour():
+    """A holds g0 (pool p, $1 per card-hour) 00:00-00:30: 0.5 allocated GPU-hours costing $0.50, so
+    A's cost per allocated GPU-hour is $0.50 / 0.5 = $1.00.
+
+    Mutant (report.owner_table: the ratio only above 1 allocated GPU-hour): null.
+    """
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}],
+                    allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 0.5),
+                                  "owner": "A"}],
+                    rates=[{"pool": "p", "price_per_gpu_hour": 1.0}])
+    rows = {r["project"]: r for r in report(b)["by_project"]}
+    assert rows["A"]["cost"] == pytest.approx(0.5)
+    assert rows["A"]["cost_per_allocated_gpu_hour"] == pytest.approx(1.0)
+
+
+def test_kills_a_trend_day_without_telemetry_given_zero_active_hours():
+    """Period 10-01 to 10-03. A holds g0 both days; g0 is sampled at 10-01 00:00 and 00:30 at 100 %
+    (gap cap 1,800 s): 1 active GPU-hour on 10-01; 10-02 has 24 held hours and no sample, so its
+    active hours are unknown (null), not 0.
+
+    Mutant (report.trend: active hours known where held covered hours are >= 0): 0.0 on 10-02.
+    """
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}],
+                    allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(3, 0),
+                                  "owner": "A"}],
+                    telemetry=[{"ts": ts(1, h / 2), "gpu_id": "g0", "util_pct": 100.0} for h in range(2)])
+    rep = report(b, period=TWO_DAYS, activity={"max_sample_gap_s": 1800})
+    assert [(d["day"], d["allocated_gpu_hours"], d["active_gpu_hours"]) for d in rep["trend"]] == [
+        ("2026-10-01", pytest.approx(24.0), pytest.approx(1.0)), ("2026-10-02", pytest.approx(24.0), None)]
