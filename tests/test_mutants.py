@@ -1068,7 +1068,8 @@ def test_kills_an_owner_with_half_an_hour_of_telemetry_given_unknown_active_hour
     report.unknown_without_telemetry: active hours known only above 1 covered hour;
     report.owner_table: the average utilization taken over 0 covered hours too, 0 / 0 = NaN in
     the table, which the report prints as null; the cost per million tokens taken over 0 tokens
-    too: B1 sent no request, $0 / 0 tokens = NaN).
+    too: B1 sent no request, $0 / 0 tokens = NaN; an owner without requests given 1 of each token
+    count instead of 0: B1 with 1 request, 1 good token).
     """
     from cost_engine.report import owner_table
 
@@ -1088,6 +1089,8 @@ def test_kills_an_owner_with_half_an_hour_of_telemetry_given_unknown_active_hour
     # The fleet: 24 available GPU-h, 0.5 active: idle rate 1 - 0.5 / 24 = 0.979167.
     assert rep["totals"]["idle_rate"] == pytest.approx(1 - 0.5 / 24)
     assert rows["A1"]["avg_util_pct"] == pytest.approx(50.0)
+    assert [(rows[p]["requests"], rows[p]["good_tokens"], rows[p]["output_tokens"]) for p in ("A1", "B1")] == [
+        (0, 0, 0), (0, 0, 0)]
     table = owner_table(comp, ["tenant", "project"]).filter(pl.col("project") == "B1")
     assert table["avg_util_pct"].to_list() == [None]
     assert table["cost_per_million_tokens"].to_list() == [None]
@@ -3264,3 +3267,21 @@ def test_kills_a_trend_day_without_telemetry_given_zero_active_hours():
     rep = report(b, period=TWO_DAYS, activity={"max_sample_gap_s": 1800})
     assert [(d["day"], d["allocated_gpu_hours"], d["active_gpu_hours"]) for d in rep["trend"]] == [
         ("2026-10-01", pytest.approx(24.0), pytest.approx(1.0)), ("2026-10-02", pytest.approx(24.0), None)]
+
+
+def test_kills_an_energy_cost_outside_the_boundary_taken_as_unknown():
+    """A holds g0 00:00-04:00; no telemetry, no power row; the boundary leaves power out. Energy is
+    not priced by measurement inside this boundary, so the energy cost is a known $0 (the fleet's
+    and A's), though the kWh are unknown (null: nothing was measured).
+
+    Mutant (report.energy_priced_by_measurement: `or` instead of `and`, so "no power row" alone
+    makes energy priced by measurement): the energy cost turns unknown.
+    """
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}],
+                    allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 4),
+                                  "owner": "A"}],
+                    rates=[{"pool": "p", "price_per_gpu_hour": 1.0}])
+    rep = report(b, boundary=NO_POWER)
+    assert rep["totals"]["energy_cost"] == 0.0
+    assert rep["totals"]["energy_kwh_gpu"] is None
+    assert by(rep, "by_project", "project", "energy_cost") == {"A": 0.0}
