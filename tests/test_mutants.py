@@ -3285,3 +3285,23 @@ def test_kills_an_energy_cost_outside_the_boundary_taken_as_unknown():
     assert rep["totals"]["energy_cost"] == 0.0
     assert rep["totals"]["energy_kwh_gpu"] is None
     assert by(rep, "by_project", "project", "energy_cost") == {"A": 0.0}
+
+
+def test_kills_an_owner_held_half_an_hour_without_telemetry_given_a_known_energy_cost():
+    """A holds g0 00:00-00:30 (0.5 allocated GPU-hours, $1 per card-hour rate); power is in the
+    boundary, there is no power row and no telemetry, so energy is priced by measurement and
+    nothing was measured: A's energy cost is unknown (null), not $0. B holds g1 00:00-04:00 the
+    same way: unknown too.
+
+    Mutant (report.owner_table: an owner unmetered only above 1 allocated GPU-hour): A's energy
+    cost reads $0.
+    """
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}, {"gpu_id": "g1", "pool": "p"}],
+                    allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 0.5),
+                                  "owner": "A"},
+                                 {"allocation_id": "b", "gpu_id": "g1", "start": ts(1, 0), "end": ts(1, 4),
+                                  "owner": "B"}],
+                    rates=[{"pool": "p", "price_per_gpu_hour": 1.0}])
+    rep = report(b)
+    assert by(rep, "by_project", "project", "energy_cost") == {"A": None, "B": None}
+    assert by(rep, "by_project", "project") == {"A": pytest.approx(0.5), "B": pytest.approx(4.0)}
