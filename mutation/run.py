@@ -444,11 +444,14 @@ def _site_name(sites: dict[str, list[tuple[str, str]]], key: str, s: dict) -> st
     """The hand mutant written for survivor `s` at site `key`: where several name the line, the
     one whose new text is the survivor's change."""
     named = sites.get(key, [])
-    changed = " ".join(x[1:].strip() for x in s["diff"] if x.startswith("+"))
+    # Whitespace apart (cosmic-ray writes `( 1)` for `(1)`): a hand mutant stands for a survivor
+    # only when it makes the same change. One written for another change of the same line does
+    # not say this one is killed.
+    changed = "".join("".join(x[1:].split()) for x in s["diff"] if x.startswith("+"))
     for name, new in named:
-        if new.strip().splitlines()[0].strip() in changed:
+        if "".join(new.strip().splitlines()[0].split()) in changed:
             return name
-    return named[-1][0] if named else None  # one named for the line's survivors together
+    return None
 
 
 def _rounds(labels: dict, prefix: str) -> dict:

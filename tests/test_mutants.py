@@ -3305,3 +3305,24 @@ def test_kills_an_owner_held_half_an_hour_without_telemetry_given_a_known_energy
     rep = report(b)
     assert by(rep, "by_project", "project", "energy_cost") == {"A": None, "B": None}
     assert by(rep, "by_project", "project") == {"A": pytest.approx(0.5), "B": pytest.approx(4.0)}
+
+
+def test_kills_a_multi_card_job_without_samples_in_the_period_crashing_the_oversized_cause():
+    """Job j1 holds g0 and g1 10-01 00:00-04:00; the only telemetry is of 09-30 (before the
+    period), so no window of the period has a sample of a held card: 8 allocated GPU-hours, active
+    hours unknown, no oversized time.
+
+    Mutant (activity.interval_activity: `overs or job_codes is not None`): with jobs known and no
+    oversized frame, pl.concat([]) raises.
+    """
+    b = make_bundle(
+        inventory=[{"gpu_id": g, "pool": "p"} for g in ("g0", "g1")],
+        allocations=[{"allocation_id": f"a-{g}", "gpu_id": g, "start": ts(1, 0), "end": ts(1, 4), "owner": "A1",
+                      "job_id": "j1"} for g in ("g0", "g1")],
+        telemetry=[{"ts": ts(30, 12), "gpu_id": "g0", "util_pct": 100.0}],
+        owners=[{"tenant": "A", "project": "A1"}],
+    )
+    rep = report(b)
+    assert rep["totals"]["allocated_gpu_hours"] == pytest.approx(8.0)
+    assert rep["totals"]["active_gpu_hours"] is None
+    assert [r for r in rep["idle"] if r["cause"] == "oversized_request"] == []
