@@ -10,6 +10,7 @@ import polars as pl
 from . import idle
 from .contract import IDLE, UNATTRIBUTED
 from .engine import Computation
+from .ledger import clip
 from .tokens import TOKEN_COLS, model_trend
 
 MEASURES = ("cost", "allocated_gpu_hours", "active_gpu_hours", "energy_kwh_gpu", *TOKEN_COLS)
@@ -112,8 +113,7 @@ def uncosted_pools(comp: Computation) -> list[str]:
     # A row wholly before or after the period prices none of its held time (an empty bound is
     # open, as in the spread): a pool reached only by such rows is unknown, not $0.
     p = comp.period
-    in_force = (pl.col("start").is_null() | (pl.col("start") < p.end)) & (pl.col("end").is_null() | (pl.col("end") > p.start))
-    costs, rates = comp.bundle["costs"].filter(in_force), comp.bundle["rates"].filter(in_force)
+    costs, rates = (clip(comp.bundle[t], "start", "end", p.start, p.end) for t in ("costs", "rates"))
     if costs.filter(pl.col("pool").is_null() & pl.col("owner").is_null()).height:
         return []  # a fleet-wide row reaches every pool
     reached = set(costs["pool"].drop_nulls().to_list()) | set(rates["pool"].drop_nulls().to_list()) \

@@ -373,7 +373,7 @@ def _holdout_lines(holdout: dict | None, equivalent: dict, label: str = "holdout
     for m in tomllib.loads(MANUAL.read_text(encoding="utf-8"))["mutant"] if MANUAL.exists() else []:
         k = m.get("site") or ""
         if k.startswith(prefix) and (prefix or "/" not in k):
-            sites.setdefault(k.removeprefix(prefix), []).append((m["name"], m["new"]))
+            sites.setdefault(k.removeprefix(prefix), []).append((m["name"], _change(m)))
     manual_file = RESULTS / "manual.json"
     outcome = {m["name"]: m.get("after") for m in json.loads(manual_file.read_text())} if manual_file.exists() else {}
     first = next(iter(holdout.values()))
@@ -440,16 +440,26 @@ def _holdout_lines(holdout: dict | None, equivalent: dict, label: str = "holdout
     return lines
 
 
+def _change(m: dict) -> str:
+    """What a hand mutant changes, whitespace apart: its `stands_for` text where the source has
+    changed since the survivor was found (the survivor's line as cosmic-ray wrote it), else the
+    lines of its `new` text that its `old` text does not have (its context lines left out)."""
+    if "stands_for" in m:
+        return "".join(m["stands_for"].split())
+    kept = {"".join(x.split()) for x in m["old"].splitlines()}
+    return "".join("".join(x.split()) for x in m["new"].splitlines() if "".join(x.split()) not in kept)
+
+
 def _site_name(sites: dict[str, list[tuple[str, str]]], key: str, s: dict) -> str | None:
     """The hand mutant written for survivor `s` at site `key`: where several name the line, the
-    one whose new text is the survivor's change."""
+    one whose change is the survivor's change."""
     named = sites.get(key, [])
     # Whitespace apart (cosmic-ray writes `( 1)` for `(1)`): a hand mutant stands for a survivor
     # only when it makes the same change. One written for another change of the same line does
     # not say this one is killed.
     changed = "".join("".join(x[1:].split()) for x in s["diff"] if x.startswith("+"))
-    for name, new in named:
-        if "".join(new.strip().splitlines()[0].split()) in changed:
+    for name, change in named:
+        if change and change in changed:
             return name
     return None
 

@@ -495,6 +495,25 @@ def test_kills_idle_causes_listed_allocated_first():
         ("allocated", "underutilized", pytest.approx(20.0), pytest.approx(20.0))]
 
 
+def test_kills_idle_causes_of_one_kind_listed_cheapest_first_or_ties_in_reverse_name_order():
+    """Pool p, $1/h on g0, nothing allocated over the day: 24 GPU-h free. Maintenance holds the
+    pool 00:00-06:00 (6 h, $6), degraded hardware 06:00-12:00 (6 h, $6), the other 12 h are no
+    demand ($12). One kind (unallocated), listed by cost, highest first, ties by cause name:
+    no_demand $12, then degraded_hardware $6 before maintenance $6.
+
+    Mutants (idle.by_cause: the cost sorted ascending; the causes of equal cost sorted in reverse
+    name order): degraded_hardware, maintenance, no_demand; or maintenance before degraded_hardware.
+    """
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}], rates=[{"pool": "p", "price_per_gpu_hour": 1.0}],
+                    events=[{"start": ts(1, 0), "end": ts(1, 6), "pool": "p", "kind": "maintenance"},
+                            {"start": ts(1, 6), "end": ts(1, 12), "pool": "p", "kind": "degraded_hardware"}])
+    rows = report(b)["idle"]
+    assert [(r["kind"], r["cause"], r["gpu_hours"], r["cost"]) for r in rows] == [
+        ("unallocated", "no_demand", pytest.approx(12.0), pytest.approx(12.0)),
+        ("unallocated", "degraded_hardware", pytest.approx(6.0), pytest.approx(6.0)),
+        ("unallocated", "maintenance", pytest.approx(6.0), pytest.approx(6.0))]
+
+
 def test_kills_underutilized_time_at_zero_watts_given_a_joule():
     """A1 holds g0 00:00-01:00; g0 reports 0 % and 0 W every 5 minutes over that hour: 1 GPU-h
     held but inactive (underutilized), and it drew 0 J: its energy is a known 0 kWh, not a trace.
@@ -1111,6 +1130,26 @@ def test_kills_owners_ranked_cheapest_first():
     assert [r["tenant"] for r in rep["by_tenant"]] == ["B", "C", "A"]
 
 
+def test_kills_owners_of_equal_cost_in_reverse_name_order_or_an_unknown_cost_ranked_first():
+    """Direct software costs for the day: A1 $10, B1 $10 (no cards). C1 holds g0 of pool p all
+    day, and no cost row, rate or energy reaches p: C1's cost is unknown (null), not $0. The
+    ranking is by cost, highest first, equal costs by name, unknown last: A1 $10, B1 $10, C1
+    unknown; tenants A, B, C.
+
+    Mutants (report.owner_table: equal costs sorted by name descending; nulls sorted first): B1
+    before A1; C1 first.
+    """
+    day = {"category": "software", "start": ts(1, 0), "end": ts(2, 0)}
+    b = make_bundle(owners=[{"tenant": t, "project": f"{t}1"} for t in "ABC"],
+                    inventory=[{"gpu_id": "g0", "pool": "p"}],
+                    allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(2, 0),
+                                  "owner": "C1"}],
+                    costs=[{"cost_id": f"c{o}", "amount": 10.0, "owner": o, **day} for o in ("A1", "B1")])
+    rep = report(b)
+    assert [(r["project"], r["cost"]) for r in rep["by_project"]] == [("A1", 10.0), ("B1", 10.0), ("C1", None)]
+    assert [(r["tenant"], r["cost"]) for r in rep["by_tenant"]] == [("A", 10.0), ("B", 10.0), ("C", None)]
+
+
 def test_kills_energy_known_for_half_a_second_taken_as_unknown():
     """A1 holds g0 all day; g0 reports at 00:00:00.0 (50 %, 100 W) and at 00:00:00.5 (50 %, no power,
     no counter). The first sample's energy is known for its 0.5 s: 100 W x 0.5 s = 50 J =
@@ -1162,6 +1201,46 @@ def test_kills_an_owners_cost_per_allocated_hour_multiplied():
     (row,) = report(b)["by_project"]
     assert (row["cost"], row["allocated_gpu_hours"]) == (pytest.approx(12.0), pytest.approx(12.0))
     assert row["cost_per_allocated_gpu_hour"] == pytest.approx(1.0)
+
+
+def test_kills_half_a_dollar_of_model_cost_or_one_token_taken_as_nothing_served():
+    """Model m is served on g0 00:00-00:30 at $1 per card-hour: $0.50 of model cost; A1 sent it one
+    output token. The fleet's cost per million tokens is $0.50 x 1e6 / 1 token = $500,000, and
+    A1, to whom the $0.50 is recharged, pays the same $500,000 per million.
+
+    Mutants (report.totals: served models taken as those costing above $1, or serving above 1
+    token; report.owner_table: an owner's cost per million tokens only above 1 token): unknown
+    instead of $500,000.
+    """
+    b = served([{"request_id": "r1", "ts": ts(1, 0.25), "owner": "A1", "model": "m", "input_tokens": 0,
+                 "output_tokens": 1}], allocation_end=ts(1, 0.5))
+    rep = report(b)
+    assert by(rep, "by_model", "model") == {"m": pytest.approx(0.5)}
+    assert rep["totals"]["cost_per_million_tokens"] == pytest.approx(500_000.0)
+    assert by(rep, "by_project", "project", "cost_per_million_tokens")["A1"] == pytest.approx(500_000.0)
+
+
+def test_kills_half_a_joule_or_half_a_metered_second_taken_as_none():
+    """Model m is served on g0 all day; A1 sent it 100 output tokens. g0 reports at 00:00:00.0
+    (50 %, 1 W) and at 00:00:00.5 (50 %, no power, no counter): the energy of the day is known
+    for 0.5 s, 1 W x 0.5 s = 0.5 J = 0.5 / 3.6e6 kWh = 1.3889e-7 kWh. The fleet's output tokens
+    per joule: 100 / 0.5 J = 200; per facility joule (server overhead 1.3, PUE 1.2 by default):
+    100 / (0.5 x 1.3 x 1.2) = 100 / 0.78 = 128.205 tokens per J. The daily trend's energy for
+    10-01 is that 1.3889e-7 kWh.
+
+    Mutants (report.totals: a model's tokens counted only above 1 J, in either figure;
+    report.trend: a day's energy known only above 1 metered second): 0 tokens per joule; the
+    day's energy unknown.
+    """
+    tele = [{"ts": DAY0, "gpu_id": "g0", "util_pct": 50.0, "power_w": 1.0},
+            {"ts": DAY0 + timedelta(milliseconds=500), "gpu_id": "g0", "util_pct": 50.0}]
+    b = served([{"request_id": "r1", "ts": ts(1, 1), "owner": "A1", "model": "m", "input_tokens": 0,
+                 "output_tokens": 100}], telemetry=tele)
+    rep = report(b)
+    assert rep["totals"]["output_tokens_per_joule"] == pytest.approx(200.0, rel=1e-12)
+    assert rep["totals"]["output_tokens_per_joule_facility"] == pytest.approx(100 / 0.78, rel=1e-12)
+    assert [(r["day"], r["energy_kwh_gpu"]) for r in rep["trend"]] == [
+        ("2026-10-01", pytest.approx(0.5 / 3.6e6, rel=1e-12))]
 
 
 def test_kills_the_fleets_cost_per_million_tokens_over_models_without_tokens_or_cost():
@@ -3174,8 +3253,9 @@ def test_kills_a_pool_priced_only_outside_the_period_taken_as_reached():
     Mutants (report.uncosted_pools): rows taken whatever their window (the code before this
     test): p reached by the rows of 10-05, the fleet $0 instead of unknown; pools reached taken
     as those named by a cost row *and* a rate (`&` instead of `|`): the network row alone no
-    longer reaches p, and the boundary's $0 turns unknown; a window that touches the period
-    taken as in force (`start <= end`, `end >= start`): $0 for the touching rows.
+    longer reaches p, and the boundary's $0 turns unknown. (A window that only touches the
+    period is clipped to nothing by ledger.clip, like every row the spread reads: $0 for the
+    touching rows is its mutant, `end >= start`.)
     """
     held = {"inventory": [{"gpu_id": "g0", "pool": "p"}],
             "allocations": [{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 4), "owner": "A"}]}

@@ -913,3 +913,34 @@ def test_raw_cells_in_windows_of_one_cell_are_each_counted_once(monkeypatch):
     raw, fast, calls = both(_job(g0, 0.0), make_config())
     assert _oversized_h(fast) == pytest.approx(300 / 3600, rel=1e-12)
     assert calls[0][1] == 2
+
+
+def test_a_counter_reset_in_the_interval_starting_at_the_periods_end_is_not_named_on_the_rollup_path():
+    """a0 holds g0 00:00-04:00; g0 samples every minute from 00:00:00 to 04:30:00 (271 samples,
+    100 W), its energy counter rising 1,000 J a sample to 240,000 J at 04:00:00, then dropping to 0
+    at 04:01:00 and rising again. The reset interval, 04:00:00-04:01:00, starts exactly at the end
+    of the report 00:00-04:00 (quarter-aligned, so the rollup path serves it): a sample starting at
+    the period's end is outside the period, so neither path names the reset.
+
+    a0: 240 whole intervals 00:00-04:00, each priced by its counter delta, 1,000 J: 240,000 J =
+    0.066667 kWh (power x time would give 100 W x 14,400 s = 1,440,000 J); 4 GPU-h covered. The
+    rollup keeps the reset as one row whose interval starts at 04:00:00 = DAY0 + 14,400 s, exactly
+    the period's end.
+
+    Mutant (quarter_activity.run: the rollup's resets taken up to the period's end `< p1` ->
+    `<= p1`): the reset starting at 04:00:00 is named in the 00:00-04:00 report too, unlike the raw
+    path."""
+    tele = samples("g0", 0, [60] * 270, 50.0, energy=lambda i, t: 1000.0 * (i if i <= 240 else i - 241))
+    bundle = make_bundle(inventory=INV[:1], telemetry=tele,
+                         allocations=[{"allocation_id": "a0", "gpu_id": "g0", "owner": "A", "start": DAY0,
+                                       "end": DAY0 + timedelta(hours=4)}])
+    _, resets = quarters.cells_duckdb(bundle["telemetry"], Activity())
+    assert resets["t_us"].to_list() == [(int(DAY0.timestamp()) + 14_400) * 1_000_000]
+    four = make_config(period={"start": DAY0, "end": DAY0 + timedelta(hours=4)})
+    raw, fast, calls = both(bundle, four)
+    assert calls and calls[0][0] > 0
+    for comp in (raw, fast):
+        assert not [g for g in comp.gaps if g[0] == "energy counter reset"]
+        a0 = comp.seg.filter(pl.col("allocation_id") == "a0")
+        assert a0["kwh_gpu"].sum() == pytest.approx(240_000 / 3.6e6, rel=1e-12)
+        assert a0["covered_h"].sum() == pytest.approx(4.0, rel=1e-12)
