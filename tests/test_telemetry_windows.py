@@ -37,6 +37,18 @@ def test_windows_cover_the_period_from_one_gap_before_on_quarter_hours():
     assert activity.windows(T0, T0 + timedelta(hours=2), 300, rows=13) == [(T0 - timedelta(minutes=15), T0 + timedelta(hours=2))]
 
 
+def test_windows_of_one_row_each():
+    """Period 00:00-01:00, max gap 300 s, 4 rows at 1 per window -> 4 windows wanted: first edge
+    23:45, span 75 min = 5 quarters; 5 / 4 = 1.25 -> 2 quarters = 30 min per window: 23:45,
+    00:15, 00:45, then the period end 01:00 (3 windows; none holds more than its share).
+
+    Mutant (activity.windows: `max(window_rows, 2)`): 2 windows wanted, 45 min each.
+    """
+    got = activity.windows(T0, T0 + timedelta(hours=1), 300, rows=4, window_rows=1)
+    m = [-15, 15, 45, 60]
+    assert got == [(T0 + timedelta(minutes=a), T0 + timedelta(minutes=b)) for a, b in zip(m, m[1:])]
+
+
 def _one_card_bundle():
     """g0 held 00:00-02:00; a sample every 10 min from 00:00 to 02:00 (13 samples).
 
