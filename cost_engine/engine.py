@@ -215,7 +215,7 @@ def compute(bundle: Bundle, config: Config, telemetry: TelemetrySource | None = 
             memo[key] = (ledger, ta)
     del rollup  # hundreds of MB at fleet scale, and nothing after the telemetry stage reads it
     if ta.outside:
-        gaps.append(("telemetry", f"{ta.outside} samples of cards outside the inventory ignored"))
+        gaps.append(("telemetry", f"{ta.outside} samples of cards outside the inventory or out of service ignored"))
     if ta.undecided is not None and ta.undecided.height:
         first = ", ".join(f"{r['gpu_id']} {datetime.fromtimestamp(r['q'] * 900, timezone.utc):%Y-%m-%d %H:%M}Z"
                           for r in ta.undecided.head(5).iter_rows(named=True))

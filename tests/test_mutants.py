@@ -40,6 +40,25 @@ def reconciled(rep, expected_input):
     assert rc["attributed"] + rc["idle"] + rc["unattributed"] == pytest.approx(expected_input)
 
 
+def test_kills_a_shared_cards_hours_divided_by_the_share():
+    """A1 and B1 each hold half of g0 (share 0.5) 00:00-01:00; g0 reports 100 % every minute from
+    00:00 to 01:00. Each holder is allocated, covered and active 1 h x 0.5 = 0.5 GPU-h; the card
+    as a whole 1.0 GPU-h.
+
+    Mutant (engine.enrich_segments: capacity / eff instead of x eff): 1 h / 0.5 = 2.0 GPU-h
+    covered and active for each holder, 4.0 for a card that has 1.0.
+    """
+    tele = [{"ts": DAY0 + timedelta(minutes=m), "gpu_id": "g0", "util_pct": 100.0} for m in range(61)]
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}], telemetry=tele,
+                    allocations=[{"allocation_id": o, "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 1),
+                                  "owner": o, "share": 0.5} for o in ("A1", "B1")])
+    rep = report(b)
+    for key in ("allocated_gpu_hours", "active_gpu_hours"):
+        assert by(rep, "by_project", "project", key) == {"A1": pytest.approx(0.5), "B1": pytest.approx(0.5)}
+    assert rep["totals"]["active_gpu_hours"] == pytest.approx(1.0)
+    assert rep["totals"]["telemetry_coverage"] == pytest.approx(1.0)
+
+
 def test_kills_a_tenant_share_not_divided_over_its_projects():
     """$100 software by fixed shares A 0.75, B 0.25; tenant A has two projects with usage (A1, A2),
     B one (B1). A's 0.75 is split evenly: A1 0.375, A2 0.375, B1 0.25 -> $37.50, $37.50, $25.
@@ -888,7 +907,7 @@ def test_kills_the_gap_for_telemetry_of_unknown_cards_shown_backwards():
     alloc = [{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 2), "owner": "A1"}]
     rep = report(make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}], allocations=alloc, telemetry=own + stray))
     assert [d for d in gaps(rep, "telemetry") if "outside the inventory" in d] == [
-        "2 samples of cards outside the inventory ignored"]
+        "2 samples of cards outside the inventory or out of service ignored"]
     rep = report(make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}], allocations=alloc, telemetry=own))
     assert [d for d in gaps(rep, "telemetry") if "outside the inventory" in d] == []
 
@@ -2096,7 +2115,7 @@ def test_kills_the_outside_count_taken_against_the_wrong_cards():
     )
     cfg = make_config(activity={"max_sample_gap_s": 3600})
     comp = compute(b, cfg)
-    assert ("telemetry", "2 samples of cards outside the inventory ignored") in comp.gaps
+    assert ("telemetry", "2 samples of cards outside the inventory or out of service ignored") in comp.gaps
     args = (comp.telemetry, comp.ledger.intervals, cfg.activity, comp.period.start, comp.period.end)
     assert interval_activity(*args).outside == 2
     assert interval_activity(*args, known=pl.Series(["g0", "g9"])).outside == 0
@@ -2544,7 +2563,7 @@ def test_kills_a_store_without_a_telemetry_table_that_counts_a_sample_outside(tm
     telemetry is missing. A1 holds g0 00:00-02:00: 2 allocated GPU-hours, no active hours known.
 
     Mutant (telemetry store reader: `outside` counts 1 without a table): "1 samples of cards
-    outside the inventory ignored".
+    outside the inventory or out of service ignored".
     """
     import duckdb
 

@@ -478,7 +478,7 @@ def test_samples_of_a_card_outside_the_inventory_are_counted_from_the_stores_rol
                          allocations=bundle["allocations"].to_dicts())
     store.ingest(db, bundle, rollup=Activity())
     fast = _store_paths_agree(db, ["inventory", "allocations"])
-    assert ("telemetry", "120 samples of cards outside the inventory ignored") in fast.gaps
+    assert ("telemetry", "120 samples of cards outside the inventory or out of service ignored") in fast.gaps
 
 
 def test_the_rollup_of_a_single_sample_is_one_cell():
@@ -878,7 +878,7 @@ def test_samples_of_a_card_outside_the_inventory_are_counted_from_the_rollup_in_
     bundle = make_bundle(inventory=INV, telemetry=samples("g0", 30, MINUTE, 50.0) + stray,
                          allocations=_j1(("g0", 0, 3600)))
     raw, fast, calls = both(bundle, make_config())
-    assert ("telemetry", "120 samples of cards outside the inventory ignored") in fast.gaps
+    assert ("telemetry", "120 samples of cards outside the inventory or out of service ignored") in fast.gaps
 
 
 def test_an_allocation_ending_one_microsecond_after_a_quarter_reads_only_that_quarter_raw():
@@ -944,3 +944,24 @@ def test_a_counter_reset_in_the_interval_starting_at_the_periods_end_is_not_name
         a0 = comp.seg.filter(pl.col("allocation_id") == "a0")
         assert a0["kwh_gpu"].sum() == pytest.approx(240_000 / 3.6e6, rel=1e-12)
         assert a0["covered_h"].sum() == pytest.approx(4.0, rel=1e-12)
+
+
+def test_samples_of_a_card_out_of_service_all_period_are_ignored_and_said_so():
+    """g1 is in the inventory but left service the day before the period (in_service_end 09-30
+    00:00), and still reports every minute from 00:00:30 for two hours (120 samples); g0 reports
+    alongside and a0 holds it 00:00-02:00. g1 has no time in the ledger: its samples price
+    nothing, and the gap names them as of a card outside the inventory or out of service (not
+    merely "outside the inventory", which g1 is not), on the rollup path as on the raw path.
+    a0: 00:00:30-02:00 busy (the last sample, 01:59:30, lasts to the allocation's end) = 7,170 s =
+    1.991667 GPU-h active."""
+    inv = [INV[0], {"gpu_id": "g1", "pool": "p", "node": "n0", "in_service_end": DAY0 - timedelta(days=1)}]
+    tele = samples("g0", 30, MINUTE, 50.0) + samples("g1", 30, MINUTE, 50.0)
+    bundle = make_bundle(inventory=inv, telemetry=tele,
+                         allocations=[{"allocation_id": "a0", "gpu_id": "g0", "owner": "A", "start": DAY0,
+                                       "end": DAY0 + 7200 * S}])
+    raw, fast, calls = both(bundle, make_config())
+    assert calls
+    for comp in (raw, fast):
+        assert ("telemetry", "120 samples of cards outside the inventory or out of service ignored") in comp.gaps
+        assert comp.seg.filter(pl.col("allocation_id") == "a0")["active_h"].sum() == pytest.approx(7170 / 3600,
+                                                                                                   rel=1e-12)

@@ -235,3 +235,31 @@ def test_a_rollup_folder_beside_a_single_raw_sample_is_not_external(tmp_path):
     with store.connect(db) as con:
         got = quarter_store.load(con, Activity())
         assert got is not None and not got.external
+
+
+def test_a_rollup_without_raw_samples_lists_five_of_the_quarters_it_could_not_decide(tmp_path):
+    """As above with three cards of the job (g2 cycling like g0, one step on): 00:15-00:30 is cut
+    for each card and the next quarter cannot be decided either: 3 cards x 2 quarters = 6 card
+    quarter hours, of which the gap lists the first five, by card then time.
+
+    Mutants (engine.compute: six listed; rows read as tuples, `named=False`): g2's 00:30 also
+    listed; the gap cannot be written."""
+    tele = []
+    for c, shift in (("g0", 0), ("g1", 1), ("g2", 2)):
+        tele += samples(c, 20, [60] * 179, lambda i, t, k=shift: (0.0, 40.0, 90.0)[(i + k) % 3],
+                        energy=lambda i, t: 250.0 * i * i)
+    inv = [*INV, {"gpu_id": "g2", "pool": "p", "node": "n0"}]
+    allocs = [{"allocation_id": f"a{i}", "gpu_id": f"g{i}", "owner": "A", "job_id": "j1",
+               "start": DAY0 + 1000 * S, "end": DAY0 + 7200 * S} for i in range(3)]
+    bundle = make_bundle(inventory=inv, telemetry=tele, allocations=allocs)
+    tel = tmp_path / "telemetry.parquet"
+    bundle["telemetry"].write_parquet(tel)
+    quarters.duckdb_rollup(str(tel), str(tmp_path / "rollup"), Activity())
+    db = tmp_path / "s.duckdb"
+    store.ingest(db, make_bundle(inventory=inv, allocations=allocs), rollup=None)
+    assert quarter_store.ingest_rollup(db, tmp_path / "rollup") > 0
+    ext = compute(store.load_bundle(db, tables=["inventory", "allocations"]), make_config(), telemetry=StoreTelemetry(db))
+    gaps = [g[1] for g in ext.gaps if g[0] == "telemetry rollup"]
+    assert len(gaps) == 1 and gaps[0].startswith("6 card quarter hours")
+    assert gaps[0].endswith("e.g. g0 2026-10-01 00:15Z, g0 2026-10-01 00:30Z, g1 2026-10-01 00:15Z, "
+                            "g1 2026-10-01 00:30Z, g2 2026-10-01 00:15Z")

@@ -99,6 +99,29 @@ def test_hand_computed_activity_is_the_same_in_any_number_of_windows(monkeypatch
     assert comp.card_energy["joules"].sum() == pytest.approx(720_000.0)
 
 
+def test_two_cards_in_a_window_whose_sort_key_needs_its_overlap():
+    """Period 00:00-01:00: one window, 23:45-01:00 (4,500 s), read with its 300 s overlap to 01:05.
+    g0 and g1 report every minute from 23:45 to 01:04, 100 %; a0 holds g0, a1 holds g1, all hour.
+    Each card is active the whole hour: 60 samples x 60 s = 3,600 s = 1.0 GPU-h.
+
+    The window's samples are sorted on one key, card code x 2^shift + microseconds since 23:45,
+    with `shift` the bits of the window's span read, overlap included: 4,800 s = 4.8e9 us needs
+    33 bits. Mutant (activity._raw_windows: span to 01:00 - 300 s, 4,200 s = 4.2e9 us, 32 bits):
+    g0's samples from 00:56:35 (2^32 us after 23:45) get keys above g1's first ones (from 23:45)
+    and land among them, so both cards' intervals are cut wrongly.
+    """
+    tele = [{"ts": T0 + timedelta(minutes=m), "gpu_id": g, "util_pct": 100.0, "power_w": 100.0}
+            for g in ("g0", "g1") for m in range(-15, 65)]
+    b = make_bundle(inventory=[{"gpu_id": g, "pool": "p"} for g in ("g0", "g1")], telemetry=tele,
+                    allocations=[{"allocation_id": f"a{i}", "gpu_id": f"g{i}", "owner": "A", "start": T0,
+                                  "end": T0 + timedelta(hours=1)} for i in range(2)])
+    comp = compute(b, make_config(period={"start": T0, "end": T0 + timedelta(hours=1)}))
+    assert activity.windows(T0, T0 + timedelta(hours=1), 300, len(tele)) == [
+        (T0 - timedelta(minutes=15), T0 + timedelta(hours=1))]
+    by_alloc = dict(comp.seg.group_by("allocation_id").agg(pl.col("active_h").sum()).iter_rows())
+    assert by_alloc == {"a0": pytest.approx(1.0, rel=1e-12), "a1": pytest.approx(1.0, rel=1e-12)}
+
+
 def test_windowed_sample_fleet_equals_one_pass(monkeypatch, comp):
     """The committed sample fleet in windows of 5,000 samples gives the one-pass figures."""
     monkeypatch.setattr(activity, "WINDOW_ROWS", 5_000)
