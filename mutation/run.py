@@ -67,6 +67,9 @@ TESTS["rollup"] = ["tests/test_rollup.py", "tests/test_mutants.py"]
 # activity's raw_sums and the job index are reached by the rollup path too: its equivalence tests
 # belong to activity's focused set (full8 left raw_sums' job test to a hand mutant for want of them).
 TESTS["activity"] = ENGINE_TESTS + ["tests/test_quarter_rollup.py"]
+# engine.compute chooses the rollup path and names its undecided quarters: full10 left eight of its
+# survivors to hand mutants naming these files.
+TESTS["engine"] = ENGINE_TESTS + ["tests/test_quarter_rollup.py", "tests/test_quarter_spark.py"]
 
 KEPT_OPERATORS = re.compile(
     r"core/(ReplaceBinaryOperator_(Add_Sub|Sub_Add|Mul_Div|Div_Mul|FloorDiv_Div|Mod_FloorDiv|Pow_Mul|BitAnd_BitOr"
