@@ -59,6 +59,34 @@ def test_kills_a_shared_cards_hours_divided_by_the_share():
     assert rep["totals"]["telemetry_coverage"] == pytest.approx(1.0)
 
 
+def test_kills_a_sample_at_a_cards_service_end_taken_as_a_busy_sibling():
+    """Job j1 holds g0 00:00-01:00 (a0) and g1 00:00-01:01 (a1); g0 leaves service at 01:00. g0
+    reports 100 % every minute 00:00-01:00 (the 01:00 sample lies at its service end, in no
+    interval of the ledger), g1 0 % every minute 00:00-01:01. g1 is idle while its sibling g0 is
+    busy from 00:00 to 01:00: 1.0 GPU-h oversized request; in the minute 01:00-01:01 no sibling
+    is busy: 1/60 GPU-h underutilized. g1's free time: 24 h - 61 min = 22.983333 GPU-h no demand.
+
+    Mutant (activity.pieces: pieces of 0 s kept, `ov_s >= 0`): g0's 01:00 sample keeps a piece of
+    0 s on its last interval, busy in minute 01:00, so g1's last minute is oversized too: 1.016667
+    GPU-h oversized, 0 underutilized.
+    """
+    m = timedelta(minutes=1)
+    tele = ([{"ts": DAY0 + i * m, "gpu_id": "g0", "util_pct": 100.0} for i in range(61)]
+            + [{"ts": DAY0 + i * m, "gpu_id": "g1", "util_pct": 0.0} for i in range(62)])
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p", "in_service_end": DAY0 + 60 * m},
+                               {"gpu_id": "g1", "pool": "p"}],
+                    allocations=[{"allocation_id": "a0", "gpu_id": "g0", "start": DAY0, "end": DAY0 + 60 * m,
+                                  "owner": "A1", "job_id": "j1"},
+                                 {"allocation_id": "a1", "gpu_id": "g1", "start": DAY0, "end": DAY0 + 61 * m,
+                                  "owner": "A1", "job_id": "j1"}],
+                    telemetry=tele)
+    rows = report(b)["idle"]
+    assert [(r["kind"], r["cause"], r["gpu_hours"]) for r in rows] == [
+        ("unallocated", "no_demand", pytest.approx(24 - 61 / 60)),
+        ("allocated", "oversized_request", pytest.approx(1.0)),
+        ("allocated", "underutilized", pytest.approx(1 / 60))]
+
+
 def test_kills_a_tenant_share_not_divided_over_its_projects():
     """$100 software by fixed shares A 0.75, B 0.25; tenant A has two projects with usage (A1, A2),
     B one (B1). A's 0.75 is split evenly: A1 0.375, A2 0.375, B1 0.25 -> $37.50, $37.50, $25.
@@ -1901,6 +1929,51 @@ def test_kills_the_occupancy_of_a_model_held_under_an_hour_unknown():
     (day,) = report(b)["model_trend"]
     assert (day["gpu_hours_with_tokens"], day["gpu_hours_without_tokens"]) == (pytest.approx(0.5), 0.0)
     assert day["occupancy"] == pytest.approx(1.0)
+
+
+def test_kills_the_last_microsecond_of_a_straddling_sample_looked_up_two_back():
+    """g0's sample [00:00:00, 00:01:00) straddles an edge one microsecond before its end: interval
+    e0 is [00:00:00, 00:00:59.999999), e1 [00:00:59.999999, 00:02:00). It splits into two pieces,
+    59.999999 s on e0 and 0.000001 s on e1 (fractions of its 60 s).
+
+    Mutant (activity.pieces: the sample's last instant taken as t_end - 2 us): that instant lies
+    in e0, so the 1 us piece on e1 is lost.
+    """
+    from cost_engine import activity
+
+    t0, t_edge = DAY0, DAY0 + timedelta(seconds=60) - timedelta(microseconds=1)
+    sample = pl.DataFrame({"gpu_id": [0], "ts": [t0], "t_end": [t0 + timedelta(seconds=60)], "dt_s": [60.0],
+                           "util_pct": [50.0], "joules": [600.0]},
+                          schema_overrides={"gpu_id": pl.UInt32, "ts": pl.Datetime("us", "UTC"),
+                                            "t_end": pl.Datetime("us", "UTC")})
+    intervals = pl.DataFrame({"e_idx": [0, 1], "gpu_id": [0, 0], "t0": [t0, t_edge],
+                              "t1": [t_edge, t0 + timedelta(minutes=2)]},
+                             schema_overrides={"e_idx": pl.Int64, "gpu_id": pl.UInt32, "t0": pl.Datetime("us", "UTC"),
+                                               "t1": pl.Datetime("us", "UTC")})
+    simple, spread = activity.pieces(sample, intervals)
+    assert simple.height == 0
+    got = spread.sort("e_idx").select("e_idx", "ov_s").rows()
+    assert [e for e, _ in got] == [0, 1]
+    assert got[0][1] == pytest.approx(59.999999, abs=1e-9) and got[1][1] == pytest.approx(1e-6, abs=1e-12)
+
+
+def test_kills_the_occupancy_of_a_model_no_card_held_taken_as_nan():
+    """Model m is served on g0 all day; A1 also sent 100 output tokens to model m3, which no card
+    served that day: m3 held 0 GPU-h, with or without tokens, so its occupancy is unknown (null),
+    in the library's model_trend as in the report.
+
+    Mutant (tokens.model_trend: occupancy where held >= 0 h): 0 h / 0 h = NaN from model_trend
+    (the report's guard still prints null).
+    """
+    from cost_engine import tokens
+
+    b = served([{"request_id": "r1", "ts": ts(1, 1), "owner": "A1", "model": "m3", "input_tokens": 0,
+                 "output_tokens": 100}])
+    comp = compute(b, make_config())
+    t = tokens.model_trend(comp.money_before_recharge, comp.seg, comp.request_summary, comp.request_hours)
+    m3 = t.filter(pl.col("model") == "m3").row(0, named=True)
+    assert (m3["gpu_hours_with_tokens"], m3["gpu_hours_without_tokens"], m3["output_tokens"]) == (0.0, 0.0, 100)
+    assert m3["occupancy"] is None
 
 
 def test_kills_sampled_cards_looked_for_from_a_gap_after_the_period_start():

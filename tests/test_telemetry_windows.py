@@ -49,6 +49,25 @@ def test_windows_of_one_row_each():
     assert got == [(T0 + timedelta(minutes=a), T0 + timedelta(minutes=b)) for a, b in zip(m, m[1:])]
 
 
+def test_sample_intervals_sort_rows_given_in_any_order():
+    """Samples handed over newest first (g1 00:02, g0 00:01, g1 00:00, g0 00:00), 50 W each: by
+    default sample_intervals sorts them by card and time itself. g0: 00:00 lasts to its next
+    sample, 60 s (3,000 J); 00:01 to the 300 s cap (15,000 J). g1: 00:00 lasts 120 s (6,000 J);
+    00:02 to the cap, 300 s (15,000 J).
+
+    Mutant (activity.sample_intervals: `presorted` True by default): rows read in the order
+    given, so each card's samples run backwards and their intervals are wrong.
+    """
+    rows = [("g1", 2), ("g0", 1), ("g1", 0), ("g0", 0)]
+    tele = pl.DataFrame({"ts": [T0 + timedelta(minutes=m) for _, m in rows], "gpu_id": [g for g, _ in rows],
+                         "util_pct": [50.0] * 4, "power_w": [50.0] * 4, "energy_j": [None] * 4},
+                        schema_overrides={"energy_j": pl.Float64})
+    got = activity.sample_intervals(tele, 300)
+    assert [(g, t, d, j) for g, t, d, j in got.select("gpu_id", "ts", "dt_s", "joules").iter_rows()] == [
+        ("g0", T0, 60.0, 3000.0), ("g0", T0 + timedelta(minutes=1), 300.0, 15000.0),
+        ("g1", T0, 120.0, 6000.0), ("g1", T0 + timedelta(minutes=2), 300.0, 15000.0)]
+
+
 def _one_card_bundle():
     """g0 held 00:00-02:00; a sample every 10 min from 00:00 to 02:00 (13 samples).
 
