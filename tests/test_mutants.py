@@ -1931,6 +1931,26 @@ def test_kills_the_occupancy_of_a_model_held_under_an_hour_unknown():
     assert day["occupancy"] == pytest.approx(1.0)
 
 
+def test_kills_the_tokens_per_joule_of_a_model_day_at_zero_joules_taken_as_infinite():
+    """Model m is served on g0 all day and g0 reports 50 % at 0 W every 5 minutes: m drew a
+    measured 0 J. A1 sent it 100 output tokens. Tokens per joule over 0 J is undefined: null in
+    model_trend (the report prints null too), not infinity.
+
+    Mutant (tokens.model_trend: tokens per joule where joules >= 0): 100 / 0 J = inf.
+    """
+    from cost_engine import tokens
+
+    tele = [{"ts": DAY0 + timedelta(minutes=5 * i), "gpu_id": "g0", "util_pct": 50.0, "power_w": 0.0}
+            for i in range(288)]
+    b = served([{"request_id": "r1", "ts": ts(1, 1), "owner": "A1", "model": "m", "input_tokens": 0,
+                 "output_tokens": 100}], telemetry=tele)
+    comp = compute(b, make_config())
+    (day,) = tokens.model_trend(comp.money_before_recharge, comp.seg, comp.request_summary,
+                                comp.request_hours).iter_rows(named=True)
+    assert (day["joules"], day["output_tokens"]) == (0.0, 100)
+    assert day["output_tokens_per_joule"] is None
+
+
 def test_kills_the_last_microsecond_of_a_straddling_sample_looked_up_two_back():
     """g0's sample [00:00:00, 00:01:00) straddles an edge one microsecond before its end: interval
     e0 is [00:00:00, 00:00:59.999999), e1 [00:00:59.999999, 00:02:00). It splits into two pieces,
