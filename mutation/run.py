@@ -163,6 +163,11 @@ def site_key(spec: dict) -> str:
     return f"{spec['module_path']}:{spec['start_pos'][0]}:{spec['start_pos'][1]}:{spec['operator_name']}"
 
 
+def _dumped_key(m: dict) -> str:
+    """A site and its occurrence as `cosmic-ray dump` writes a mutation: the key of --resume."""
+    return f"{site_key(m)}:{m['occurrence']}"
+
+
 def keep(spec: dict, every: int, offset: int = 0) -> bool:
     """One mutant per site, and every N-th site of the module when sampling (the sites whose hash
     leaves `offset` over N: another offset draws a disjoint sample, a holdout)."""
@@ -245,11 +250,54 @@ def run_module(module: str, label: str, tree: Path, args, covmap: Path | None = 
         meta = {"every": args.every, "offset": args.offset, "ref": args.ref, "source": source_hash(tree / f"cost_engine/{module}.py"),
                 "command": test_command(module, tree, covmap)}
         (WORK / label / f"{module}.meta.json").write_text(json.dumps(meta), encoding="utf-8")
+        if args.resume:
+            resume_from_results(session, label, module, meta)
     started = time.monotonic()
     print(f"{module}: running mutants (timeout {args.timeout:.0f} s each)", flush=True)
     subprocess.run([bin_path("cosmic-ray"), "exec", str(cfg), str(session)], cwd=tree, check=False)
     summarise(label, module, tree)
     print(f"{module}: done in {time.monotonic() - started:.0f} s", flush=True)
+
+
+def resume_from_results(session: Path, label: str, module: str, meta: dict) -> None:
+    """Continue a stopped run where its session (under .mutation/, never committed) is gone: the
+    sites its committed results (mutation/results/<label>.json) say were run are entered into the
+    new session with their outcome, so only the others run. Only for the same source and sample:
+    a changed module runs whole again."""
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import TestOutcome, WorkerOutcome, WorkResult
+
+    out_file = RESULTS / f"{label}.json"
+    done = json.loads(out_file.read_text()).get(module, {}) if out_file.exists() else {}
+    if not done.get("sites"):
+        print(f"{module}: no site outcomes recorded for '{label}', every site runs", flush=True)
+        return
+    if (done.get("source"), done.get("every", 1), done.get("offset", 0)) != (meta["source"], meta["every"], meta["offset"]):
+        raise SystemExit(f"{module}: '{label}' was run on another source or sample; run it under a new label")
+    survivors = {s.get("site"): s for s in done.get("survivors", [])}
+    outcomes = {
+        "killed": WorkResult(worker_outcome=WorkerOutcome.NORMAL, test_outcome=TestOutcome.KILLED, output="resumed"),
+        "timeout": WorkResult(worker_outcome=WorkerOutcome.NORMAL, test_outcome=TestOutcome.KILLED, output="timeout"),
+        "incompetent": WorkResult(worker_outcome=WorkerOutcome.NORMAL, test_outcome=TestOutcome.INCOMPETENT,
+                                  output="resumed"),
+    }
+    entered = 0
+    with use_db(str(session), WorkDB.Mode.open) as db:
+        for item in list(db.pending_work_items):
+            spec = _spec(item.mutations[0])
+            outcome = done["sites"].get(_dumped_key(spec))
+            if outcome is None:
+                continue
+            if outcome == "survived":
+                # Its diff as recorded (the changed lines), so the report shows the same change.
+                s = survivors[_dumped_key(spec)]
+                result = WorkResult(worker_outcome=WorkerOutcome.NORMAL, test_outcome=TestOutcome.SURVIVED,
+                                    output="resumed", diff="\n".join(s["diff"]))
+            else:
+                result = outcomes[outcome]
+            db.set_result(item.job_id, result)
+            entered += 1
+    print(f"{module}: {entered} sites taken from the committed results of '{label}'", flush=True)
 
 
 def summarise(label: str, module: str, tree: Path) -> dict:
@@ -259,29 +307,36 @@ def summarise(label: str, module: str, tree: Path) -> dict:
     rows = dump(session, tree)
     counts = {"killed": 0, "timeout": 0, "survived": 0, "incompetent": 0, "pending": 0, "skipped": 0}
     survivors = []
+    sites: dict[str, str] = {}  # the outcome of every site run: what --resume needs on another machine
     for item, result in rows:
         if result is None:
             counts["pending"] += 1
-        elif result["worker_outcome"] == "skipped":
+            continue
+        if result["worker_outcome"] == "skipped":
             counts["skipped"] += 1
-        elif result["worker_outcome"] != "normal":
-            counts["incompetent"] += 1  # no-test or an exception in the mutation machinery
+            continue
+        if result["worker_outcome"] != "normal":
+            outcome = "incompetent"  # no-test or an exception in the mutation machinery
         elif result["test_outcome"] == "survived":
-            counts["survived"] += 1
+            outcome = "survived"
             m = item["mutations"][0]
             survivors.append({"line": m["start_pos"][0], "operator": m["operator_name"].removeprefix("core/"),
-                              "function": m.get("definition_name"), "diff": _short_diff(result.get("diff") or "")})
+                              "function": m.get("definition_name"), "diff": _short_diff(result.get("diff") or ""),
+                              "site": _dumped_key(m)})
         elif result["test_outcome"] == "incompetent":
-            counts["incompetent"] += 1
+            outcome = "incompetent"
         elif (result.get("output") or "") == "timeout":
-            counts["timeout"] += 1
+            outcome = "timeout"
         else:
-            counts["killed"] += 1
+            outcome = "killed"
+        counts[outcome] += 1
+        sites[_dumped_key(item["mutations"][0])] = outcome
     out_file = RESULTS / f"{label}.json"
     RESULTS.mkdir(parents=True, exist_ok=True)
     data = json.loads(out_file.read_text()) if out_file.exists() else {}
     data[module] = {**counts, "every": meta.get("every", 1), "offset": meta.get("offset", 0), "ref": meta.get("ref"), "measured": _where_and_when(),
-                    "survivors": sorted(survivors, key=lambda s: (s["line"], s["operator"]))}
+                    "source": meta.get("source"), "survivors": sorted(survivors, key=lambda s: (s["line"], s["operator"])),
+                    "sites": dict(sorted(sites.items()))}
     out_file.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return data[module]
 
@@ -549,6 +604,9 @@ def main() -> None:
     run.add_argument("--timeout", type=float, default=300.0)
     run.add_argument("--rerun-survivors-of", default=None)
     run.add_argument("--keep-tree", action="store_true", help="reuse .mutation/<label>/tree (resume a run)")
+    run.add_argument("--resume", action="store_true",
+                     help="on a machine without the run's session: take the sites mutation/results/<label>.json "
+                          "says were run as run, and run the rest")
     run.add_argument("--all-tests", action="store_true",
                      help="run every focused test on each mutant, not only those that execute its statement")
     sub.add_parser("report")

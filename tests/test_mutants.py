@@ -3518,3 +3518,141 @@ def test_kills_a_multi_card_job_without_samples_in_the_period_crashing_the_overs
     assert rep["totals"]["allocated_gpu_hours"] == pytest.approx(8.0)
     assert rep["totals"]["active_gpu_hours"] is None
     assert [r for r in rep["idle"] if r["cause"] == "oversized_request"] == []
+
+
+# ------------------------------------------------- the eight tokens survivors of full10 (issue 25)
+
+
+def test_kills_the_summaries_of_request_batches_merged_as_the_first_batch_alone(monkeypatch):
+    """Model m costs $24 (served); A1 sends r1 at 01:00 (100 output tokens) and B1 sends r2 at 02:00
+    (300 output tokens). Resolved in batches of one request (engine.REQUEST_SLICE_ROWS = 1), the
+    two batch summaries fold into one: m served 400 output tokens in 2 requests, $24 x 1e6 / 400 =
+    $60,000 per million tokens; the recharge by tokens gives A1 100/400 of $24 = $6 and B1 $18.
+
+    Mutant (tokens.merge_summaries returning the first part when there are two): 100 tokens,
+    1 request, $240,000 per million, and all $24 on A1.
+    """
+    from cost_engine import engine
+
+    monkeypatch.setattr(engine, "REQUEST_SLICE_ROWS", 1)
+    b = served([{"request_id": "r1", "ts": ts(1, 1), "owner": "A1", "model": "m", "input_tokens": 0,
+                 "output_tokens": 100},
+                {"request_id": "r2", "ts": ts(1, 2), "owner": "B1", "model": "m", "input_tokens": 0,
+                 "output_tokens": 300}])
+    rep = report(b)
+    m = {r["model"]: r for r in rep["by_model"]}["m"]
+    assert (m["output_tokens"], m["requests"]) == (400, 2)
+    assert m["cost_per_million_tokens"] == pytest.approx(60_000.0)
+    assert by(rep, "by_project", "project") == {"A1": pytest.approx(6.0), "B1": pytest.approx(18.0),
+                                                "svc": pytest.approx(0.0)}
+
+
+def test_kills_a_request_at_the_period_end_counted_in_the_period():
+    """Period 10-01 00:00 to 10-02 00:00 (half-open). Model m costs $24 (served); A1 sends r1 at
+    01:00 (100 output tokens) and r2 exactly at 10-02 00:00 (300 output tokens): r2 starts at the
+    period's end, so it belongs to the next period. m: 100 output tokens, 1 request, $240,000 per
+    million tokens.
+
+    Mutant (tokens.in_period keeping requests at ts <= end): 400 tokens, 2 requests, $60,000.
+    """
+    b = served([{"request_id": "r1", "ts": ts(1, 1), "owner": "A1", "model": "m", "input_tokens": 0,
+                 "output_tokens": 100},
+                {"request_id": "r2", "ts": ts(2, 0), "owner": "A1", "model": "m", "input_tokens": 0,
+                 "output_tokens": 300}])
+    rep = report(b)
+    m = {r["model"]: r for r in rep["by_model"]}["m"]
+    assert (m["output_tokens"], m["requests"]) == (100, 1)
+    assert m["cost_per_million_tokens"] == pytest.approx(240_000.0)
+    assert rep["totals"]["output_tokens"] == 100
+
+
+def test_kills_a_time_to_first_token_exactly_at_the_slo_taken_as_missing_it():
+    """The SLO is ttft <= 2,000 ms and latency <= 30,000 ms (the defaults). Model m costs $24
+    (served). A1's r1 has ttft exactly 2,000 ms and latency 5,000 ms, status ok: it meets the SLO,
+    so its 100 output tokens are good. r2 (ttft 2,001 ms) misses it: 300 tokens, not good.
+    Good tokens 100, $24 x 1e6 / 100 = $240,000 per million good tokens; SLO attainment 1 of 2.
+
+    Mutant (tokens._resolve_batch: ttft < SLO): no good token, the cost per million good tokens
+    unknown, attainment 0.
+    """
+    b = served([{"request_id": "r1", "ts": ts(1, 1), "owner": "A1", "model": "m", "input_tokens": 0,
+                 "output_tokens": 100, "ttft_ms": 2000.0, "latency_ms": 5000.0},
+                {"request_id": "r2", "ts": ts(1, 2), "owner": "A1", "model": "m", "input_tokens": 0,
+                 "output_tokens": 300, "ttft_ms": 2001.0, "latency_ms": 5000.0}])
+    row = compute(b, make_config()).models.row(0, named=True)
+    assert (row["good_tokens"], row["good_requests"], row["requests"]) == (100, 1, 2)
+    assert row["cost_per_million_good_tokens"] == pytest.approx(240_000.0)
+    assert row["slo_attainment"] == pytest.approx(0.5)
+
+
+def test_kills_callers_without_tokens_given_a_share_of_the_recharge():
+    """Model m costs $24 (served); its only caller A1 sent one request of 0 input and 0 output
+    tokens (recharge by weighted tokens, the default). No caller has weight, so nothing is moved:
+    the $24 stays on the service owner svc, and A1 (listed: it sent a request) is charged $0.
+
+    Mutant (tokens.recharge keeping callers of weight >= 0): A1's share is 0 / 0 (NaN), and the
+    $24 becomes NaN on A1 (the report prints no cost for svc).
+    """
+    b = served([{"request_id": "r1", "ts": ts(1, 1), "owner": "A1", "model": "m", "input_tokens": 0,
+                 "output_tokens": 0}])
+    comp = compute(b, make_config())
+    assert comp.money["amount"].is_nan().sum() == 0
+    rep = build_report(comp)
+    assert by(rep, "by_project", "project") == {"svc": pytest.approx(24.0), "A1": pytest.approx(0.0)}
+    reconciled(rep, 24.0)
+
+
+def test_kills_a_model_without_tokens_given_an_infinite_cost_per_million_tokens():
+    """Model m is served all day ($24) without telemetry, and nobody sent it a request. Every
+    cost per million tokens of m is unknown (null) in the engine's model table, which the
+    dashboard reads: $24 over 0 tokens is no figure. Its energy is unknown too (no telemetry:
+    kWh, facility kWh, average power null, not 0).
+
+    Mutants (tokens.model_table: a cost per million over 0 tokens or more, $24 / 0 = inf; energy
+    figures kept where 0 s of the model's time was metered, 0 kWh).
+    """
+    row = compute(served([]), make_config()).models.row(0, named=True)
+    assert row["cost"] == pytest.approx(24.0)
+    for c in ("cost_per_million_tokens", "cost_per_million_input_tokens", "cost_per_million_output_tokens",
+              "cost_per_million_uncached_input_tokens", "cost_per_million_cached_input_tokens",
+              "cost_per_million_good_tokens"):
+        assert row[c] is None, c
+    for c in ("energy_kwh_gpu", "energy_kwh_facility", "avg_power_w_per_gpu"):
+        assert row[c] is None, c
+
+
+def test_kills_input_tokens_of_weight_zero_given_the_whole_model_cost():
+    """Token weights input 0, cached input 0, output 1 (the user's choice: input is free). Model m
+    costs $24 (served); A1 sent 100 input tokens and no output token. The input/output split of
+    the cost follows the weights (no request has phase times): input weighs 0 and output 0, so
+    the input share is 0 / 0, taken as 0 (input carries none of the cost): $0 per million input
+    tokens, while the cost per million tokens of any kind is $24 x 1e6 / 100 = $240,000. Output:
+    0 tokens, unknown.
+
+    Mutant (tokens.model_table: the 0 / 0 input share filled with 1): $240,000 per million input
+    tokens, against weights that price input at nothing.
+    """
+    b = served([{"request_id": "r1", "ts": ts(1, 1), "owner": "A1", "model": "m", "input_tokens": 100,
+                 "output_tokens": 0}])
+    cfg = make_config(allocation={"token_weights": {"input": 0.0, "cached_input": 0.0, "output": 1.0}})
+    row = compute(b, cfg).models.row(0, named=True)
+    assert row["cost_per_million_tokens"] == pytest.approx(240_000.0)
+    assert row["cost_per_million_input_tokens"] == pytest.approx(0.0)
+    assert row["cost_per_million_output_tokens"] is None
+
+
+def test_kills_a_retry_share_over_zero_requests():
+    """Model m costs $24 (served). A1's only record is a usage bucket from 10-01 23:00 to 10-02
+    01:00 (2 h) of 1 request, 100 output tokens, attempt 1: the period keeps its first hour,
+    floor(1 x 0.5) = 0 requests and floor(100 x 0.5) = 50 tokens. The source says which try its
+    requests were, but the period holds 0 requests: the retry share (and SLO attainment, error
+    share) is unknown (null), not 0 / 0.
+
+    Mutant (tokens.model_table: a retry share over requests >= 0): NaN.
+    """
+    b = served([{"request_id": "b1", "ts": ts(1, 23), "end": ts(2, 1), "owner": "A1", "model": "m",
+                 "requests": 1, "input_tokens": 0, "output_tokens": 100, "attempt": 1}])
+    row = compute(b, make_config()).models.row(0, named=True)
+    assert (row["requests"], row["output_tokens"]) == (0, 50)
+    assert row["retry_share"] is None
+    assert row["slo_attainment"] is None and row["error_share"] is None
