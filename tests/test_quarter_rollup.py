@@ -965,3 +965,55 @@ def test_samples_of_a_card_out_of_service_all_period_are_ignored_and_said_so():
         assert ("telemetry", "120 samples of cards outside the inventory or out of service ignored") in comp.gaps
         assert comp.seg.filter(pl.col("allocation_id") == "a0")["active_h"].sum() == pytest.approx(7170 / 3600,
                                                                                                    rel=1e-12)
+
+
+def test_a_job_quarter_read_raw_leaves_the_masks_of_another_jobs_same_quarter():
+    """Two multi-card jobs, both held from 00:00 and sampled every minute at :30 s from 00:00:30.
+    ja (job code 0: codes follow the names) holds g0 and g1 until 01:00: g0 busy (90 %) all hour,
+    g1 idle, so each of g1's idle minutes has a busy sibling: oversized 00:00:30-01:00 = 3,570 s,
+    decided by the masks in all four quarters. jb (code 1) holds g2 and g3, both idle, until
+    00:20, an edge inside the quarter 00:15-00:30: that quarter is dirty, and with its neighbours
+    00:00-00:15 and 00:30-00:45 jb's quarters are read raw (no oversized time: no busy sibling):
+    4 raw cells, g2's and g3's of 00:00-00:15 and 00:15-00:30 (they hold nothing after 00:20).
+    Oversized 3,570 s = 0.991666... GPU-h by either path.
+
+    Mutant (quarter_activity._decide: the key of the job quarters read raw made without its job,
+    `1 << 24` -> `1 >> 24`): jb's bad quarters strike ja's rows of the same quarters out of the
+    masks' decision, and nothing reads them raw: g1's oversized time of 00:00-00:45 is lost.
+    """
+    inv = INV + [{"gpu_id": g, "pool": "p", "node": "n0"} for g in ("g2", "g3")]
+    allocs = [{"allocation_id": f"a{i}", "gpu_id": f"g{i}", "owner": "A", "job_id": j, "start": DAY0,
+               "end": DAY0 + end_s * S} for i, j, end_s in ((0, "ja", 3600), (1, "ja", 3600), (2, "jb", 1200),
+                                                             (3, "jb", 1200))]
+    tele = (samples("g0", 30, MINUTE, 90.0) + samples("g1", 30, MINUTE, 0.0) + samples("g2", 30, MINUTE, 0.0)
+            + samples("g3", 30, MINUTE, 0.0))
+    raw, fast, calls = both(make_bundle(inventory=inv, telemetry=tele, allocations=allocs), make_config())
+    assert _oversized_h(raw) == pytest.approx(3570 / 3600, rel=1e-12)
+    assert _oversized_h(fast) == pytest.approx(3570 / 3600, rel=1e-12)
+    assert fast.seg.filter(pl.col("allocation_id") == "a1")["over_s"].sum() == pytest.approx(3570.0, rel=1e-12)
+    assert calls[0][1] == 4  # g2 and g3 in 00:00-00:15 (a neighbour) and 00:15-00:30 (cut at 00:20)
+
+
+def test_an_idle_piece_carried_into_a_card_held_from_the_next_quarter_is_no_sibling():
+    """The idle twin of the test above. Job j1 holds g0 00:00-00:15, then g1 00:15-00:30; the gap
+    cap is 900 s. g0 samples every minute at :30 s from 00:00:30, idle only in its 00:00:30 sample
+    (minute 00:00), busy (90 %) otherwise. g1 samples at 00:00:10, idle (0 %), then every minute
+    from 00:15:10, busy: its first sample runs 00:00:10-00:15:10 and its last 10 s, in j1, are an
+    idle piece of minute 00:00.
+
+    Oversized (raw): g0's idle minute 00:00 has no busy sibling in the job (g1's piece of that
+    minute is idle), and g1's idle 10 s have none either (g0 is idle in minute 00:00): 0 s. On the
+    rollup path g1's carried piece is idle, so it adds no busy bit to the job's quarter before:
+    g0's quarter is decided "none", 0 s, by the masks.
+
+    Mutant (quarter_activity._decide: `carried_busy` with `|`: any carried piece taken as busy):
+    the orphan idle piece covers g0's idle minute 0 and its 60 s count: 1/60 GPU-h against the
+    raw path's 0.
+    """
+    g0 = samples("g0", 30, MINUTE, lambda i, t: 0.0 if t == 30 else 90.0)
+    g1 = _at("g1", _times([10], range(910, 7200, 60)), lambda i, t: 0.0 if t == 10 else 90.0)
+    bundle = make_bundle(inventory=INV, telemetry=g0 + g1, allocations=_j1(("g0", 0, 900), ("g1", 900, 1800)))
+    raw, fast, calls = both(bundle, make_config(activity={"max_sample_gap_s": 900}))
+    assert _oversized_h(raw) == 0.0
+    assert _oversized_h(fast) == 0.0
+    assert calls[0][1] == 0  # decided by the masks
