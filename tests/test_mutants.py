@@ -3656,3 +3656,35 @@ def test_kills_a_retry_share_over_zero_requests():
     assert (row["requests"], row["output_tokens"]) == (0, 50)
     assert row["retry_share"] is None
     assert row["slo_attainment"] is None and row["error_share"] is None
+
+
+def test_kills_a_model_day_without_output_tokens_given_an_infinite_cost_per_million():
+    """Model m is served on g0 all day ($24 for 10-01); A1 sent it one request of 100 input tokens
+    and no output token. The day's cost per million output tokens is $24 over 0 output tokens: no
+    figure (null in model_trend), not infinity; its tokens are 100.
+
+    Mutant (tokens.model_trend: the cost per million output tokens where output tokens >= 0):
+    $24 / 0 x 1e6 = inf.
+    """
+    from cost_engine import tokens
+
+    b = served([{"request_id": "r1", "ts": ts(1, 1), "owner": "A1", "model": "m", "input_tokens": 100,
+                 "output_tokens": 0}])
+    comp = compute(b, make_config())
+    (day,) = tokens.model_trend(comp.money_before_recharge, comp.seg, comp.request_summary,
+                                comp.request_hours).iter_rows(named=True)
+    assert (day["cost"], day["tokens"], day["output_tokens"]) == (pytest.approx(24.0), 100, 0)
+    assert day["cost_per_million_output_tokens"] is None
+
+
+def test_kills_the_cache_hit_rate_of_one_input_token_taken_as_unknown():
+    """Model m costs $24 (served); A1 sent it one request of 1 cached input token, 0 uncached and
+    10 output tokens. Its cache hit rate is 1 cached / 1 input token = 1.0.
+
+    Mutant (tokens.model_table: the rate only over more than 1 input token): unknown.
+    """
+    b = served([{"request_id": "r1", "ts": ts(1, 1), "owner": "A1", "model": "m", "input_tokens": 0,
+                 "cached_input_tokens": 1, "output_tokens": 10}])
+    row = compute(b, make_config()).models.row(0, named=True)
+    assert (row["input_tokens"], row["cached_input_tokens"]) == (0, 1)
+    assert row["cache_hit_rate"] == pytest.approx(1.0)

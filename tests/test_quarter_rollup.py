@@ -869,6 +869,19 @@ def test_a_card_sampled_exactly_at_the_gap_cap_before_the_period_is_cut_at_cost_
             DAY0, DAY0 + 120 * S, DAY0 + 720 * S]
 
 
+def test_a_card_sampled_before_the_gap_cap_in_the_same_quarter_is_not_cut_at_cost_edges():
+    """g0's only sample is at 09-30 23:50:00, before the period start less the 300 s gap cap
+    (23:55) but in the same quarter hour (23:45-00:00): g0 has no sample the engine asks about, an
+    unsampled card, and a0 stays one segment, 00:00-01:00, on both paths.
+
+    Mutant (sampled_cards: the quarter holding the start `|` its last sample at or after the start,
+    instead of `&`): every cell of that quarter counts, g0 is taken as sampled and a0 is cut at the
+    power row's edges (segments from 00:00, 00:02 and 00:12)."""
+    raw, fast, calls = both(_cut_bundle(-600), make_config())
+    for comp in (raw, fast):
+        assert comp.seg.filter(pl.col("allocation_id") == "a0")["t0"].to_list() == [DAY0]
+
+
 def test_samples_of_a_card_outside_the_inventory_are_counted_from_the_rollup_in_memory():
     """As the store test above, with the rollup in memory (whole cells, FrameTelemetry): gx's 120
     samples (every minute from 00:00:17 to 01:59:17) are named in gaps as ignored.
@@ -1016,4 +1029,31 @@ def test_an_idle_piece_carried_into_a_card_held_from_the_next_quarter_is_no_sibl
     raw, fast, calls = both(bundle, make_config(activity={"max_sample_gap_s": 900}))
     assert _oversized_h(raw) == 0.0
     assert _oversized_h(fast) == 0.0
+    assert calls[0][1] == 0  # decided by the masks
+
+
+def test_a_busy_piece_carried_within_a_cards_hold_is_counted_once_in_its_minute():
+    """Job j1 holds g0 and g1 00:00-01:00. g0 samples every 30 s from 00:00:00, busy (90 %),
+    except its 00:14:00 sample, idle (0 %); its busy 00:14:30 sample runs to the next at 00:15:15,
+    crossing into 00:15-00:30 (a carried busy piece of minute 00:14). g1 samples every minute at
+    :30 s from 00:00:30, idle.
+
+    Oversized (raw): g1's idle time in the job, 00:00:30-01:00 = 3,570 s, each minute with g0 busy.
+    g0's idle 30 s of minute 00:14 have no busy sibling (g0's own busy 00:14:30 sample is not one,
+    g1 is idle): 0 s. Total 3,570 s = 0.991667 GPU-h. On the rollup path g0's busy minute 14 is in
+    its own busy mask of 00:00-00:15; the piece it carries into the next quarter, which g0 holds
+    too, adds nothing to the counts of that minute (only a card that did not hold the quarter
+    before brings its carried piece there as an "orphan").
+
+    Mutant (quarter_activity._decide: orphan pieces taken where `~same_prev | carry_bit > 0`):
+    g0's carried piece is counted again in minute 14, which then reads as two busy cards, a busy
+    sibling even for g0: its idle 30 s count, 3,600 s against the raw path's 3,570 s.
+    """
+    g0 = _at("g0", _times(range(0, 871, 30), [915], range(930, 3601, 30)), lambda i, t: 0.0 if t == 840 else 90.0)
+    g1 = samples("g1", 30, MINUTE, 0.0)
+    bundle = make_bundle(inventory=INV, telemetry=g0 + g1, allocations=_j1(("g0", 0, 3600), ("g1", 0, 3600)))
+    raw, fast, calls = both(bundle, make_config())
+    assert _oversized_h(raw) == pytest.approx(3570 / 3600, rel=1e-12)
+    assert _oversized_h(fast) == pytest.approx(3570 / 3600, rel=1e-12)
+    assert fast.seg.filter(pl.col("allocation_id") == "a0")["over_s"].sum() == 0.0
     assert calls[0][1] == 0  # decided by the masks
