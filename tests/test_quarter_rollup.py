@@ -1057,3 +1057,27 @@ def test_a_busy_piece_carried_within_a_cards_hold_is_counted_once_in_its_minute(
     assert _oversized_h(fast) == pytest.approx(3570 / 3600, rel=1e-12)
     assert fast.seg.filter(pl.col("allocation_id") == "a0")["over_s"].sum() == 0.0
     assert calls[0][1] == 0  # decided by the masks
+
+
+def test_the_job_quarter_after_a_dirty_one_is_read_raw_in_one_quarter_windows():
+    """Job j1 holds g0 00:00-01:00 and g1 00:05-01:00 (an edge inside 00:00-00:15: that job quarter
+    is dirty). g0 samples every 30 s from 00:00:00, busy (90 %), except its 00:14:30 sample, idle,
+    which runs to the next at 00:15:15: 30 s in 00:00-00:15 and 15 s carried into 00:15-00:30,
+    all of minute 00:14. g1 samples every minute from 00:05:00, busy.
+
+    Oversized (raw): g0's idle sample has g1 busy in minute 00:14: its 45 s = 0.0125 GPU-h; nothing
+    else is idle. On the rollup path the dirty quarter and its neighbour 00:15-00:30 are read raw
+    (4 raw cells: g0's and g1's of both quarters), in windows of one quarter too: deciding
+    00:15-00:30 by the masks would need g1's busy minute 14, which lies in the cut cell.
+
+    Mutant (quarter_activity.run: a window's dirty job quarters taken from `wa` instead of
+    `wa - 1`): in the one-quarter window of 00:15-00:30 the dirty quarter before is not seen, the
+    masks decide it without g1's minute 14, and the carried 15 s are lost: 30 s.
+    """
+    g0 = _at("g0", _times(range(0, 871, 30), [915], range(930, 3601, 30)), lambda i, t: 0.0 if t == 870 else 90.0)
+    g1 = _at("g1", list(range(300, 3601, 60)), 90.0)
+    bundle = make_bundle(inventory=INV, telemetry=g0 + g1, allocations=_j1(("g0", 0, 3600), ("g1", 300, 3600)))
+    raw, fast, calls = both(bundle, make_config())
+    assert _oversized_h(raw) == pytest.approx(45 / 3600, rel=1e-12)
+    assert _oversized_h(fast) == pytest.approx(45 / 3600, rel=1e-12)
+    assert calls[0][1] == 4
