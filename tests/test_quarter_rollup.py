@@ -173,11 +173,14 @@ def test_masks_decide_a_busy_sibling_and_the_piece_carried_over_a_quarter_edge()
 
 def test_masks_decide_no_busy_sibling():
     # Both cards idle all hour: no oversized time, 2 x (3,570 s) underutilized, no raw quarter.
+    # Cells from the rollup: each card's samples 00:00:30-01:59:30 lie in 8 quarters, and its last
+    # one (capped at 300 s, to 02:04:30) carries into a ninth: 2 x 9 = 18. (A count off by one,
+    # `n_rolled` starting at 1 in quarter_activity.run, would let "cells > 0" pass with none.)
     raw, fast, calls = both(_job(0.0, 0.0), make_config())
     assert _oversized_h(fast) == 0.0
     under = fast.idle.filter(pl.col("cause") == "underutilized")["gpu_hours"].sum()
     assert under == pytest.approx(2 * 3570 / 3600, rel=1e-12)
-    assert calls[0][1] == 0
+    assert calls[0] == (18, 0)
 
 
 def test_a_job_quarter_the_masks_cannot_decide_is_read_raw_for_all_its_cards():
@@ -1081,3 +1084,21 @@ def test_the_job_quarter_after_a_dirty_one_is_read_raw_in_one_quarter_windows():
     assert _oversized_h(raw) == pytest.approx(45 / 3600, rel=1e-12)
     assert _oversized_h(fast) == pytest.approx(45 / 3600, rel=1e-12)
     assert calls[0][1] == 4
+
+
+def test_masks_decide_the_oversized_time_of_cards_without_power_readings():
+    """Job j1 holds g0 and g1 00:00-01:00; both sample every minute at :30 s from 00:00:30 with a
+    utilization and no power or energy reading: g0 busy (90 %), g1 idle. g1's 3,570 s
+    (00:00:30-01:00) are oversized, decided by the masks; no joule was measured, so its oversized
+    energy is 0 J with 0 metered seconds (unknown downstream), on both paths.
+
+    Mutant (quarter_activity.run: a decided cell without idle joules filled with 1 J instead of 0):
+    g1's four decided quarters give 4 J of oversized energy that nothing measured.
+    """
+    allocs = [{"allocation_id": f"a{i}", "gpu_id": f"g{i}", "owner": "A", "job_id": "j1", "start": DAY0,
+               "end": DAY0 + 3600 * S} for i in range(2)]
+    tele = samples("g0", 30, MINUTE, 90.0, power=None) + samples("g1", 30, MINUTE, 0.0, power=None)
+    raw, fast, calls = both(make_bundle(inventory=INV, telemetry=tele, allocations=allocs), make_config())
+    a1 = fast.seg.filter(pl.col("allocation_id") == "a1")
+    assert (a1["over_s"].sum(), a1["over_j"].sum(), a1["energy_s"].sum()) == (pytest.approx(3570.0), 0.0, 0.0)
+    assert calls[0][1] == 0
