@@ -1102,3 +1102,48 @@ def test_masks_decide_the_oversized_time_of_cards_without_power_readings():
     a1 = fast.seg.filter(pl.col("allocation_id") == "a1")
     assert (a1["over_s"].sum(), a1["over_j"].sum(), a1["energy_s"].sum()) == (pytest.approx(3570.0), 0.0, 0.0)
     assert calls[0][1] == 0
+
+
+def test_a_raw_cell_of_a_counter_metered_card_gives_the_raw_paths_joules():
+    """g0 is held by a0 00:00-00:20 and a1 00:20-01:00 (an edge inside 00:15-00:30: that cell is
+    read raw). It samples every minute at :30 s from 00:00:30, 50 %, 100 W, with an energy counter
+    reading 200 J x seconds since 00:00, i.e. 200 W: the counter wins over the power reading. a0's
+    energy: 00:00:30-00:20:00 = 1,170 s x 200 W = 234,000 J; a1's 00:20:00-01:00 = 2,400 s x 200 W =
+    480,000 J, on both paths.
+
+    The rollup path takes a raw cell's joules from the counter readings it keeps per quarter, not
+    from the samples read around the cell: so reading the quarter after each raw cell or not
+    (quarter_activity._clip's context, _raw_cells' `q + 1`) moves no joule here, one of the
+    reasons those two mutants are listed as equivalent (mutation/equivalent.toml).
+    """
+    tele = samples("g0", 30, MINUTE, 50.0, power=100.0, energy=lambda i, t: 200.0 * t)
+    allocs = [{"allocation_id": "a0", "gpu_id": "g0", "owner": "A", "start": DAY0, "end": DAY0 + 1200 * S},
+              {"allocation_id": "a1", "gpu_id": "g0", "owner": "B", "start": DAY0 + 1200 * S,
+               "end": DAY0 + 3600 * S}]
+    raw, fast, calls = both(make_bundle(inventory=INV[:1], telemetry=tele, allocations=allocs), make_config())
+    for comp in (raw, fast):
+        got = {r["allocation_id"]: r["joules"] for r in comp.seg.filter(pl.col("allocation_id").is_not_null())
+               .group_by("allocation_id").agg(pl.col("joules").sum()).iter_rows(named=True)}
+        assert got == {"a0": pytest.approx(234_000.0, rel=1e-12), "a1": pytest.approx(480_000.0, rel=1e-12)}
+    assert calls[0][1] == 1
+
+
+def test_an_idle_piece_carried_into_a_jobs_first_quarter_has_no_sibling_in_the_quarter_before():
+    """Job j1 holds g0 and g1 from 00:15 to 00:30 only; the gap cap is 900 s. g1 samples at 00:00:10,
+    idle (0 %), then every minute from 00:15:10, busy (90 %): its first sample runs to 00:15:10, and
+    its last 10 s, in j1, are an idle piece of minute 00:00. g0 samples every minute at :30 s from
+    00:15:30, busy (nothing of it carries into 00:15-00:30 from before). No card of j1 is held in
+    00:00-00:15, so nothing is busy for g1's piece in the job in minute 00:00: no oversized time
+    (raw), and the masks decide the same (the job's quarter before has no counts: taken as 0, no
+    busy card).
+
+    Mutant (quarter_activity._decide: counts of a quarter with no row filled with 1, a busy card in
+    minute 0): g1's carried 10 s count as oversized.
+    """
+    g0 = samples("g0", 930, MINUTE, 90.0)
+    g1 = _at("g1", _times([10], range(910, 7200, 60)), lambda i, t: 0.0 if t == 10 else 90.0)
+    bundle = make_bundle(inventory=INV, telemetry=g0 + g1, allocations=_j1(("g0", 900, 1800), ("g1", 900, 1800)))
+    raw, fast, calls = both(bundle, make_config(activity={"max_sample_gap_s": 900}))
+    assert _oversized_h(raw) == 0.0
+    assert _oversized_h(fast) == 0.0
+    assert calls[0][1] == 0  # decided by the masks
