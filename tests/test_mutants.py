@@ -3688,3 +3688,24 @@ def test_kills_the_cache_hit_rate_of_one_input_token_taken_as_unknown():
     row = compute(b, make_config()).models.row(0, named=True)
     assert (row["input_tokens"], row["cached_input_tokens"]) == (0, 1)
     assert row["cache_hit_rate"] == pytest.approx(1.0)
+
+
+def test_kills_a_request_with_prefill_but_no_decode_time_taken_as_having_both():
+    """Model m costs $24 (served); phase-time split (the default). A1's r1: 100 input, 100 output
+    tokens, prefill 1,000 ms, decode 3,000 ms; r2: 100 input, 100 output, prefill 2,000 ms and no
+    decode time. Only r1 has both phases: input share 1,000 / (1,000 + 3,000) = 0.25, so input
+    $6 over 200 input tokens = $30,000 per million, output $18 over 200 = $90,000 per million;
+    the gaps say the phase time is missing for some requests of m.
+
+    Mutant (tokens.summarize: a request with either phase time counted as having both): prefill
+    3,000 ms, decode 3,000 ms, share 0.5, $60,000 per million of each, and no gap.
+    """
+    b = served([{"request_id": "r1", "ts": ts(1, 1), "owner": "A1", "model": "m", "input_tokens": 100,
+                 "output_tokens": 100, "prefill_ms": 1000.0, "decode_ms": 3000.0},
+                {"request_id": "r2", "ts": ts(1, 2), "owner": "A1", "model": "m", "input_tokens": 100,
+                 "output_tokens": 100, "prefill_ms": 2000.0}])
+    rep = report(b)
+    m = {r["model"]: r for r in rep["by_model"]}["m"]
+    assert m["cost_per_million_input_tokens"] == pytest.approx(30_000.0)
+    assert m["cost_per_million_output_tokens"] == pytest.approx(90_000.0)
+    assert gaps(rep, "phase time missing")

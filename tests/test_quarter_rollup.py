@@ -1147,3 +1147,50 @@ def test_an_idle_piece_carried_into_a_jobs_first_quarter_has_no_sibling_in_the_q
     assert _oversized_h(raw) == 0.0
     assert _oversized_h(fast) == 0.0
     assert calls[0][1] == 0  # decided by the masks
+
+
+def test_an_allocation_ending_one_microsecond_before_a_quarter_reads_that_quarter_raw():
+    """a0 holds g0 00:00-00:14:59.999999: the ledger edge cuts quarter 00:00-00:15 one microsecond
+    before its end, so that cell is read raw (1 raw cell). g0 samples every minute at :30 s from
+    00:00:30, 50 % (busy): a0 is active 00:00:30-00:14:59.999999 = 869.999999 s.
+
+    Mutant (quarter_activity.run: the quarter of an interval's unaligned end `(b - 1) // Q` ->
+    `(b + 1) // Q`): the quarter after, 00:15-00:30, is marked dirty and read raw too (2 raw
+    cells); 00:00-00:15 is still read raw only because the free part after a0 starts inside it
+    (a card whose service ended there would lose that quarter's time).
+    """
+    bundle = make_bundle(inventory=INV[:1], telemetry=samples("g0", 30, MINUTE, 50.0),
+                         allocations=[{"allocation_id": "a0", "gpu_id": "g0", "owner": "A", "start": DAY0,
+                                       "end": DAY0 + 900 * S - timedelta(microseconds=1)}])
+    raw, fast, calls = both(bundle, make_config())
+    assert fast.seg.filter(pl.col("allocation_id") == "a0")["active_h"].sum() * 3600 == pytest.approx(
+        869.999999, rel=1e-12)
+    assert calls[0][1] == 1
+
+
+def test_a_card_whose_only_cell_after_the_gap_cap_is_a_carried_piece_is_not_cut_at_cost_edges():
+    """Gap cap 900 s: the engine asks for the cards sampled from 09-30 23:45 (the period start less
+    900 s). g0's only sample is at 23:44:00; it runs to 23:59:00 (the cap), so the rollup has a cell
+    for 23:45-00:00 holding only that carried piece (0 samples). g0 has no sample in the span
+    asked: an unsampled card, a0 one segment, 00:00-01:00, on both paths.
+
+    Mutant (quarter_activity.sampled_cards: cells of `samples >= 0`): the carried piece's cell
+    counts, g0 is taken as sampled and a0 is cut at the power row's edges.
+    """
+    raw, fast, calls = both(_cut_bundle(-960), make_config(activity={"max_sample_gap_s": 900}))
+    for comp in (raw, fast):
+        assert comp.seg.filter(pl.col("allocation_id") == "a0")["t0"].to_list() == [DAY0]
+
+
+def test_a_sample_before_the_gap_caps_reach_leaves_the_period_without_telemetry():
+    """Gap cap 900 s; g0's only sample is at 09-30 23:40:00, which (capped) ends at 23:55, before
+    the period; the samples that can reach into the period start at 23:45 or later. No telemetry
+    touches the period: both paths say "no telemetry" in the gaps.
+
+    Mutant (quarter_activity.run: the first quarter that can reach in computed with 1,000,001 us
+    per second, 900.0009 s before the start): the quarter 23:30-23:45 is counted, its sample makes
+    the rollup path believe there is telemetry, and the gap is missing.
+    """
+    raw, fast, calls = both(_cut_bundle(-1200), make_config(activity={"max_sample_gap_s": 900}))
+    for comp in (raw, fast):
+        assert ("telemetry", "no telemetry: active hours, utilization and energy are unknown") in comp.gaps
