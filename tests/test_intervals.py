@@ -103,3 +103,23 @@ def test_look_ups_fall_back_to_as_of_joins_for_centuries_of_microseconds():
                       "t1": [starts[k] + timedelta(hours=30) for k in ks] + [starts[1]]}).with_columns(
         pl.col("t0", "t1").cast(TS))
     assert cov.covered(q, "t0", "t1")["covered_us"].to_list() == [18 * H, 18 * H, 18 * H, 0]
+
+
+def test_coverage_finds_a_piece_starting_a_power_of_two_microseconds_after_the_first():
+    """Pool a: [T0, T0 + 1 s) and [T0 + 2^22 us, T0 + 2^22 us + 1 s) (2^22 us = 4.194304 s): the
+    timeline's times span exactly 2^22 us. Over [T0, T0 + 10 s): 1 s + 1 s = 2,000,000 us covered.
+    The same intervals without a key (a Coverage over the whole fleet, as allocation's power rows
+    without a pool use): 2,000,000 us too.
+
+    Mutants (intervals._Timeline.of: the key width from the span less 1, 2^22 - 1 in 22 bits, so
+    the second piece's key runs into the next code's and a question after it reads the first
+    piece: 1,000,000 us; _Timeline.at: the code of a keyless question 1 instead of 0: 0 us).
+    """
+    step = timedelta(microseconds=1 << 22)
+    rows = [{"pool": "a", "start": T0, "end": T0 + timedelta(seconds=1)},
+            {"pool": "a", "start": T0 + step, "end": T0 + step + timedelta(seconds=1)}]
+    q = pl.DataFrame({"pool": ["a"], "t0": [T0], "t1": [T0 + timedelta(seconds=10)]}).with_columns(
+        pl.col("t0", "t1").cast(TS))
+    assert Coverage.of(frame(rows), "pool").covered(q, "t0", "t1")["covered_us"].to_list() == [2_000_000]
+    fleet = Coverage.of(frame(rows).drop("pool"), [])
+    assert fleet.covered(q.drop("pool"), "t0", "t1")["covered_us"].to_list() == [2_000_000]

@@ -3709,3 +3709,51 @@ def test_kills_a_request_with_prefill_but_no_decode_time_taken_as_having_both():
     assert m["cost_per_million_input_tokens"] == pytest.approx(30_000.0)
     assert m["cost_per_million_output_tokens"] == pytest.approx(90_000.0)
     assert gaps(rep, "phase time missing")
+
+
+def test_kills_overlapping_events_of_one_kind_that_end_the_kind_too_early():
+    """g0 (pool p, no telemetry) is free all day at $1 per card-hour: $24, all idle. Two
+    maintenance windows of the pool overlap, 02:00-06:00 and 04:00-08:00, and a third runs from
+    22:00 past the period's end (to 10-02 02:00). Maintenance holds 02:00-08:00 and 22:00-24:00:
+    8 h, $8; no demand the other 16 h, $16. Both to the microsecond (rel 1e-12).
+
+    Mutants (intervals.Precedence: an interval's end counted as -2 in force: after 06:00 neither
+    of the two is taken as in force and the count stays below zero, so the third is lost too: 4 h,
+    $4; Precedence.won: a rank's time before its key's first breakpoint read as 1 instead of 0:
+    8 h less a microsecond or two).
+    """
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}], allocations=[],
+                    rates=[{"pool": "p", "price_per_gpu_hour": 1.0}],
+                    events=[{"start": ts(1, 2), "end": ts(1, 6), "pool": "p", "kind": "maintenance"},
+                            {"start": ts(1, 4), "end": ts(1, 8), "pool": "p", "kind": "maintenance"},
+                            {"start": ts(1, 22), "end": ts(2, 2), "pool": "p", "kind": "maintenance"}])
+    rep = report(b)
+    assert idle_costs(rep) == pytest.approx({("unallocated", "maintenance"): 8.0, ("unallocated", "no_demand"): 16.0},
+                                            rel=1e-12)
+    hours = {(r["kind"], r["cause"]): r["gpu_hours"] for r in rep["idle"]}
+    assert hours == pytest.approx({("unallocated", "maintenance"): 8.0, ("unallocated", "no_demand"): 16.0},
+                                  rel=1e-12)
+    reconciled(rep, 24.0)
+
+
+def test_kills_the_price_of_a_free_segment_ending_between_breakpoints_scaled_by_a_million_squared():
+    """g0 (pool p, no telemetry) is free 00:00-12:00 and held by A1 12:00-24:00, at $1 per
+    card-hour. A maintenance window of the pool runs 02:00-04:00. The free segment's $12 is idle:
+    maintenance 2 h, $2; no demand 10 h, $10. The segment ends at 12:00, where neither the
+    pool's events nor its prices have a breakpoint, so its last part (04:00-12:00) is priced from
+    the breakpoint before it.
+
+    Mutant (intervals.WeightedPrecedence.weighted: that last part's price multiplied by 1e6
+    instead of divided, $ per hour x microseconds): no demand's price share is ~1 and
+    maintenance's ~0.
+    """
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}],
+                    allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 12), "end": ts(2, 0),
+                                  "owner": "A1"}],
+                    owners=[{"tenant": "A", "project": "A1"}],
+                    rates=[{"pool": "p", "price_per_gpu_hour": 1.0}],
+                    events=[{"start": ts(1, 2), "end": ts(1, 4), "pool": "p", "kind": "maintenance"}])
+    rep = report(b)
+    assert idle_costs(rep) == pytest.approx({("unallocated", "maintenance"): 2.0, ("unallocated", "no_demand"): 10.0},
+                                            rel=1e-12)
+    reconciled(rep, 24.0)
