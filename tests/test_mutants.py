@@ -3757,3 +3757,23 @@ def test_kills_the_price_of_a_free_segment_ending_between_breakpoints_scaled_by_
     assert idle_costs(rep) == pytest.approx({("unallocated", "maintenance"): 2.0, ("unallocated", "no_demand"): 10.0},
                                             rel=1e-12)
     reconciled(rep, 24.0)
+
+
+def test_kills_the_price_of_causes_read_from_one_dollar_before_the_first_price():
+    """g0 (pool p, no telemetry) is free all day; the pool's only rate is $1 per card-hour from
+    06:00 to 24:00: $18, all idle. A maintenance window of the pool runs 08:00-10:00. The free
+    segment starts at 00:00, before any breakpoint of the pool's prices or events. Priced by the
+    rates in force: maintenance 2 h x $1 = $2, no demand the other 16 priced hours, $16 (the six
+    unpriced hours cost nothing).
+
+    Mutant (intervals.WeightedPrecedence.weighted: a rank's priced time before the key's first
+    breakpoint read as 1 instead of 0): each rank's price integral starts from 1, and the split of
+    the $18 moves.
+    """
+    b = make_bundle(inventory=[{"gpu_id": "g0", "pool": "p"}], allocations=[],
+                    rates=[{"pool": "p", "price_per_gpu_hour": 1.0, "start": ts(1, 6), "end": ts(2, 0)}],
+                    events=[{"start": ts(1, 8), "end": ts(1, 10), "pool": "p", "kind": "maintenance"}])
+    rep = report(b)
+    assert idle_costs(rep) == pytest.approx({("unallocated", "maintenance"): 2.0, ("unallocated", "no_demand"): 16.0},
+                                            rel=1e-12)
+    reconciled(rep, 18.0)
