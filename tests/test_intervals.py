@@ -123,3 +123,18 @@ def test_coverage_finds_a_piece_starting_a_power_of_two_microseconds_after_the_f
     assert Coverage.of(frame(rows), "pool").covered(q, "t0", "t1")["covered_us"].to_list() == [2_000_000]
     fleet = Coverage.of(frame(rows).drop("pool"), [])
     assert fleet.covered(q.drop("pool"), "t0", "t1")["covered_us"].to_list() == [2_000_000]
+
+
+def test_weighted_precedence_without_keys_charges_each_cause_the_price_of_its_own_time():
+    """The case above for the whole fleet, without a key: $1/h on [0, 4), $3/h on [4, 8), quota
+    wins [2, 6). Over [0, 8): quota $8 (28,800 $-seconds per card-second), none $8 (28,800).
+
+    Mutant (intervals._encode: the code table of a keyless frame saying code 1 while its rows
+    carry code 0): WeightedPrecedence finds no breakpoint of either timeline, and both are 0.
+    """
+    prices = StepIntegral.of(frame([{"start": h(0), "end": h(4), "r": 1.0}, {"start": h(4), "end": h(8), "r": 3.0}]),
+                             [], "start", "end", "r")
+    quota = Precedence.of(frame([{"start": h(2), "end": h(6), "rank": 0}]), [], 1)
+    q = pl.DataFrame({"t0": [h(0)], "t1": [h(8)]}).with_columns(pl.col("t0", "t1").cast(TS))
+    got = WeightedPrecedence.of(quota, prices).weighted(q, "t0", "t1", "v")
+    assert got.select("v0", "v1").rows() == [pytest.approx((28_800.0, 28_800.0))]
