@@ -1010,6 +1010,18 @@ def test_a_job_quarter_read_raw_leaves_the_masks_of_another_jobs_same_quarter():
     assert calls[0][1] == 4  # g2 and g3 in 00:00-00:15 (a neighbour) and 00:15-00:30 (cut at 00:20)
 
 
+def _no_sibling_for_g1s_idle_first_sample(g0: list[dict], g0_hold: tuple[int, int]) -> None:
+    """j1 holds g0 over `g0_hold` (s from 00:00) and g1 00:15-00:30 (gap cap 900 s); g1 samples
+    at 00:00:10, idle, then every minute from 00:15:10, busy: no oversized time on either path,
+    all decided by the masks."""
+    g1 = _at("g1", _times([10], range(910, 7200, 60)), lambda i, t: 0.0 if t == 10 else 90.0)
+    bundle = make_bundle(inventory=INV, telemetry=g0 + g1, allocations=_j1(("g0", *g0_hold), ("g1", 900, 1800)))
+    raw, fast, calls = both(bundle, make_config(activity={"max_sample_gap_s": 900}))
+    assert _oversized_h(raw) == 0.0
+    assert _oversized_h(fast) == 0.0
+    assert calls[0][1] == 0  # decided by the masks
+
+
 def test_an_idle_piece_carried_into_a_card_held_from_the_next_quarter_is_no_sibling():
     """The idle twin of the test above. Job j1 holds g0 00:00-00:15, then g1 00:15-00:30; the gap
     cap is 900 s. g0 samples every minute at :30 s from 00:00:30, idle only in its 00:00:30 sample
@@ -1026,13 +1038,8 @@ def test_an_idle_piece_carried_into_a_card_held_from_the_next_quarter_is_no_sibl
     the orphan idle piece covers g0's idle minute 0 and its 60 s count: 1/60 GPU-h against the
     raw path's 0.
     """
-    g0 = samples("g0", 30, MINUTE, lambda i, t: 0.0 if t == 30 else 90.0)
-    g1 = _at("g1", _times([10], range(910, 7200, 60)), lambda i, t: 0.0 if t == 10 else 90.0)
-    bundle = make_bundle(inventory=INV, telemetry=g0 + g1, allocations=_j1(("g0", 0, 900), ("g1", 900, 1800)))
-    raw, fast, calls = both(bundle, make_config(activity={"max_sample_gap_s": 900}))
-    assert _oversized_h(raw) == 0.0
-    assert _oversized_h(fast) == 0.0
-    assert calls[0][1] == 0  # decided by the masks
+    _no_sibling_for_g1s_idle_first_sample(samples("g0", 30, MINUTE, lambda i, t: 0.0 if t == 30 else 90.0),
+                                          g0_hold=(0, 900))
 
 
 def test_a_busy_piece_carried_within_a_cards_hold_is_counted_once_in_its_minute():
@@ -1140,13 +1147,7 @@ def test_an_idle_piece_carried_into_a_jobs_first_quarter_has_no_sibling_in_the_q
     Mutant (quarter_activity._decide: counts of a quarter with no row filled with 1, a busy card in
     minute 0): g1's carried 10 s count as oversized.
     """
-    g0 = samples("g0", 930, MINUTE, 90.0)
-    g1 = _at("g1", _times([10], range(910, 7200, 60)), lambda i, t: 0.0 if t == 10 else 90.0)
-    bundle = make_bundle(inventory=INV, telemetry=g0 + g1, allocations=_j1(("g0", 900, 1800), ("g1", 900, 1800)))
-    raw, fast, calls = both(bundle, make_config(activity={"max_sample_gap_s": 900}))
-    assert _oversized_h(raw) == 0.0
-    assert _oversized_h(fast) == 0.0
-    assert calls[0][1] == 0  # decided by the masks
+    _no_sibling_for_g1s_idle_first_sample(samples("g0", 930, MINUTE, 90.0), g0_hold=(900, 1800))
 
 
 def test_an_allocation_ending_one_microsecond_before_a_quarter_reads_that_quarter_raw():
