@@ -9,14 +9,15 @@ requests themselves are screened before the app sees them (`RequestGate`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import timedelta
+from ipaddress import ip_address, ip_network
 from pathlib import Path
 from typing import Any, Literal
 
 import polars as pl
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .budgets import visible_budgets
 from .config import read_toml
@@ -27,26 +28,53 @@ from .telemetry import HeldTelemetry, merged_spans
 from .tokens import model_table
 from .unicode_names import nfc
 
-ADMIN = "admin"
+ADMIN = "admin"  # the role's name; in a version-1 tenant list it is refused (AccessConfig)
+LOOPBACK = ("127.0.0.0/8", "::1/128")
+TRUSTED_PROXIES_ENV = "AILEDGER_TRUSTED_PROXIES"  # comma-separated; `ailedger serve --trusted-proxy`
 
 
 class AccessError(PermissionError):
     """The user may not see anything, or the access config is broken."""
 
 
+def _legacy_admin(users: dict[str, list[str]], groups: dict[str, list[str]]) -> tuple[str, str] | None:
+    """(section, name) of the first tenant list holding the bare word "admin", else None."""
+    for section, grants in (("users", users), ("groups", groups)):
+        for name, tenants in grants.items():
+            if any(nfc(t) == ADMIN for t in tenants):
+                return section, name
+    return None
+
+
+def _legacy_admin_message(section: str, name: str) -> str:
+    key = "admins" if section == "users" else "admin_groups"
+    return (f'[{section}] "{name}" = ["{ADMIN}"]: a tenant list no longer makes an administrator '
+            f'(roles and tenant names are kept apart): write {key} = ["{name}"] instead; to grant '
+            f'the tenant named "{ADMIN}", put version = 2 at the top (tenant lists then name tenants only)')
+
+
 class AccessConfig(BaseModel):
-    """`access.toml`: how users are identified and which tenants each may see."""
+    """`access.toml`: how users are identified, which tenants each may see, who administers."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    # 1: a tenant list holding "admin" is refused (before version 2 it made an administrator);
+    # 2: tenant lists name tenants only. Administrators are `admins` / `admin_groups` in both.
+    version: Literal[1, 2] = 1
     mode: Literal["none", "header", "oidc"] = "none"
     # With mode = "header": a reverse proxy that authenticated the user sets these.
     user_header: str = "X-Forwarded-User"
     groups_header: str = "X-Forwarded-Groups"
-    # user (e-mail or name) -> tenants, or ["admin"] for all
+    # user (e-mail or name) -> tenants
     users: dict[str, list[str]] = Field(default_factory=dict)
-    # group -> tenants, or ["admin"]
+    # group -> tenants
     groups: dict[str, list[str]] = Field(default_factory=dict)
+    # Roles, apart from tenant names: users and groups who see everything and write shared settings.
+    admins: list[str] = Field(default_factory=list)
+    admin_groups: list[str] = Field(default_factory=list)
+    # mode = "header": the addresses (or networks) the proxy connects from; any other peer is
+    # refused. Empty: only loopback peers (the proxy on the same host).
+    trusted_proxies: list[str] = Field(default_factory=list)
 
     @field_validator("users", "groups")
     @classmethod
@@ -57,6 +85,43 @@ class AccessConfig(BaseModel):
             out.setdefault(nfc(name), []).extend(nfc(t) for t in tenants)
         return out
 
+    @field_validator("admins", "admin_groups")
+    @classmethod
+    def _nfc_names(cls, v: list[str]) -> list[str]:
+        return [nfc(n) for n in v]
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, v: list[str]) -> list[str]:
+        for a in v:
+            try:
+                ip_network(a.strip(), strict=False)
+            except ValueError:
+                raise ValueError(f"{a!r} is not an IP address or network (10.0.0.5, 10.0.0.0/24, ::1)") from None
+        return [a.strip() for a in v]
+
+    @model_validator(mode="after")
+    def _roles_apart(self) -> "AccessConfig":
+        found = _legacy_admin(self.users, self.groups) if self.version == 1 else None
+        if found:
+            raise ValueError(_legacy_admin_message(*found))
+        return self
+
+
+def _line_of(text: str, section: str, name: str) -> int | None:
+    """The 1-based line of `name = ...` under `[section]` (or `section.name = ...`), if written so."""
+    current = ""
+    keys = {name, f'"{name}"', f"'{name}'"}
+    for no, line in enumerate(text.splitlines(), 1):
+        s = line.strip()
+        if s.startswith("[") and not s.startswith("[["):
+            current = s.strip("[] ")
+            continue
+        key = s.partition("=")[0].strip()
+        if (current == section and key in keys) or (current == "" and key in {f"{section}.{k}" for k in keys}):
+            return no
+    return None
+
 
 def load_access(path: str | Path | None) -> AccessConfig:
     if path is None:
@@ -66,11 +131,44 @@ def load_access(path: str | Path | None) -> AccessConfig:
         data = read_toml(p)
     except ValueError as exc:
         raise AccessError(f"{p}: cannot read access config: {exc}") from None
+    users, groups = data.get("users"), data.get("groups")
+    if data.get("version", 1) == 1 and isinstance(users or {}, dict) and isinstance(groups or {}, dict):
+        found = _legacy_admin({k: v for k, v in (users or {}).items() if isinstance(v, list)},
+                              {k: v for k, v in (groups or {}).items() if isinstance(v, list)})
+        if found:
+            line = _line_of(p.read_text(encoding="utf-8"), *found)
+            where = f"line {line}: " if line else ""
+            raise AccessError(f"{p}: {where}{_legacy_admin_message(*found)}")
     try:
         return AccessConfig.model_validate(data)
     except ValidationError as exc:
         keys = "; ".join(".".join(map(str, e["loc"])) + ": " + e["msg"] for e in exc.errors())
         raise AccessError(f"{p}: invalid access config: {keys}") from None
+
+
+def with_trusted_proxies(cfg: AccessConfig, environ: Mapping[str, str]) -> AccessConfig:
+    """`cfg` with the proxies named in AILEDGER_TRUSTED_PROXIES (set by `ailedger serve
+    --trusted-proxy`) added to the file's."""
+    extra = [a.strip() for a in environ.get(TRUSTED_PROXIES_ENV, "").split(",") if a.strip()]
+    if not extra:
+        return cfg
+    try:
+        return AccessConfig.model_validate({**cfg.model_dump(), "trusted_proxies": [*cfg.trusted_proxies, *extra]})
+    except ValidationError as exc:
+        raise AccessError(f"{TRUSTED_PROXIES_ENV}: {exc.errors()[0]['msg']}") from None
+
+
+def peer_allowed(cfg: AccessConfig, peer: str) -> bool:
+    """Whether a request from address `peer` may claim an identity by header: it comes from a
+    trusted proxy (or, none named, from loopback). Other modes do not trust headers: any peer."""
+    if cfg.mode != "header":
+        return True
+    try:
+        addr = ip_address(peer.strip("[]"))
+    except ValueError:
+        return False  # no address (a Unix socket): not a peer anyone named
+    nets = cfg.trusted_proxies or LOOPBACK
+    return any(addr in ip_network(n, strict=False) for n in nets)
 
 
 @dataclass(frozen=True)
@@ -92,11 +190,13 @@ def principal_for(cfg: AccessConfig, user: str | None, groups: list[str] | tuple
     if not user:
         raise AccessError("not signed in")
     user = nfc(user)
-    grants: set[str] = set(cfg.users.get(user, []))
-    for g in groups:
-        grants |= set(cfg.groups.get(nfc(g.strip()), []))
-    if ADMIN in grants:
+    names = [nfc(g.strip()) for g in groups]
+    # The role comes from admins / admin_groups only: a tenant's name is never a role.
+    if user in cfg.admins or any(g in cfg.admin_groups for g in names):
         return Principal(user, None)
+    grants: set[str] = set(cfg.users.get(user, []))
+    for g in names:
+        grants |= set(cfg.groups.get(g, []))
     if not grants:
         raise AccessError(f"user {user!r} has no tenants granted")
     return Principal(user, frozenset(grants))
@@ -133,15 +233,20 @@ def require_admin(principal: Principal, what: str) -> None:
 METRICS_PATH = "/_stcore/metrics"
 
 
-def gate_request(cfg: AccessConfig, path: str, headers: Iterable[tuple[str, str]]) -> tuple[int, str] | None:
+def gate_request(cfg: AccessConfig, path: str, headers: Iterable[tuple[str, str]],
+                 peer: str | None = None) -> tuple[int, str] | None:
     """Whether a web request may reach the app: None, or (HTTP status, reason) to refuse it.
 
     With access configured: a request carrying an identity header twice is refused (400),
     and Streamlit's metrics endpoint (sessions, cache sizes) answers only an administrator
-    signed in through the proxy's header (mode "header"; with "oidc" it is closed).
+    signed in through the proxy's header (mode "header"; with "oidc" it is closed). In mode
+    "header", `peer` (the connecting address; None: not checked here) must be a trusted proxy,
+    or loopback when none is named (403): anyone else could send the headers themselves.
     """
     if cfg.mode == "none":
         return None
+    if peer is not None and not peer_allowed(cfg, peer):
+        return 403, f"requests must come through the trusted proxy, not from {peer or 'an unknown address'}"
     headers = list(headers)
     try:
         user, groups = identity_from_headers(cfg, headers)
@@ -161,19 +266,23 @@ def gate_request(cfg: AccessConfig, path: str, headers: Iterable[tuple[str, str]
 class RequestGate:
     """ASGI middleware running gate_request before the app (HTTP and the WebSocket handshake).
 
-    The access config is read once, from AILEDGER_ACCESS (as the dashboard reads it).
+    The access config is read once, from AILEDGER_ACCESS (as the dashboard reads it), with the
+    proxies of AILEDGER_TRUSTED_PROXIES added.
     """
 
     def __init__(self, app: Any, config: AccessConfig | None = None) -> None:
         import os
 
         self.app = app
-        self.config = config if config is not None else load_access(os.environ.get("AILEDGER_ACCESS"))
+        self.config = config if config is not None else with_trusted_proxies(
+            load_access(os.environ.get("AILEDGER_ACCESS")), os.environ)
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope.get("type") in ("http", "websocket"):
             headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope.get("headers", [])]
-            refused = gate_request(self.config, scope.get("path", ""), headers)
+            client = scope.get("client")
+            peer = str(client[0]) if client else ""  # unknown: refused in mode "header"
+            refused = gate_request(self.config, scope.get("path", ""), headers, peer)
             if refused is not None:
                 await _refuse(scope, send, *refused)
                 return

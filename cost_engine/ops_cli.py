@@ -25,11 +25,15 @@ def _fail(msg: str) -> None:
 @click.option("--port", default=serving.DEFAULT_PORT, show_default=True, type=click.IntRange(0, 65535),
               help="TCP port; 0 lets the system choose a free one (the URL printed says which).")
 @click.option("--host", default=serving.DEFAULT_HOST, show_default=True,
-              help="Address to listen on; 0.0.0.0 for every interface (never with the header access mode).")
+              help="Address to listen on; 0.0.0.0 for every interface (with the header access mode only "
+                   "together with --trusted-proxy).")
 @click.option("--access", "access_file", type=click.Path(dir_okay=False),
               help="Access file: who sees which tenants (docs/access.md); default $AILEDGER_ACCESS, else everyone "
                    "sees everything.")
-def serve(source: str | None, port: int, host: str, access_file: str | None) -> None:
+@click.option("--trusted-proxy", "trusted_proxies", multiple=True, metavar="ADDR",
+              help="Address or network of the reverse proxy (repeatable). With the header access mode, "
+                   "requests from any other address are refused; required to listen beyond loopback.")
+def serve(source: str | None, port: int, host: str, access_file: str | None, trusted_proxies: tuple[str, ...]) -> None:
     """Serve the dashboard on a DuckDB store or a bundle folder."""
     if source is None:
         click.echo(serving.NO_SOURCE_HELP, err=True)
@@ -37,7 +41,8 @@ def serve(source: str | None, port: int, host: str, access_file: str | None) -> 
     try:
         path, kind = serving.check_source(source)
         access = serving.check_access(access_file) if access_file else None
-        cmd = serving.serve_command(path, port=port, host=host, access_file=access)
+        serving.check_exposure(host, access, trusted_proxies)
+        cmd = serving.serve_command(path, port=port, host=host, access_file=access, trusted_proxies=trusted_proxies)
     except serving.ServeError as exc:
         _fail(str(exc))
         return

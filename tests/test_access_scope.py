@@ -23,7 +23,7 @@ from cost_engine.engine import compute
 from tests.helpers import make_config
 
 T0 = datetime(2026, 10, 1, tzinfo=timezone.utc)
-ACCESS = AccessConfig(mode="header", users={"alice": ["A"], "bob": ["B"]}, groups={"finance": ["admin"]})
+ACCESS = AccessConfig(mode="header", users={"alice": ["A"], "bob": ["B"]}, admin_groups=["finance"])
 
 
 def h(hours: float) -> datetime:
@@ -144,3 +144,48 @@ def test_access_names_match_in_any_unicode_form():
     cfg = AccessConfig(mode="header", users={unicodedata.normalize("NFD", "josé"): [unicodedata.normalize("NFD", "Café")]})
     p = principal_for(cfg, unicodedata.normalize("NFC", "josé"))
     assert p.tenants == frozenset({unicodedata.normalize("NFC", "Café")})
+
+
+# ------------------------------------------------------------ issue 38 item 11: who may connect
+
+
+def test_header_mode_believes_only_the_trusted_proxy():
+    """On main any peer that reached the port could send X-Forwarded-Groups: finance. In mode
+    "header" only loopback peers are believed when no proxy is named; with trusted_proxies, only
+    those addresses (networks included). Other modes trust no header: any peer."""
+    finance = [("X-Forwarded-User", "mallory"), ("X-Forwarded-Groups", "finance")]
+    assert access.gate_request(ACCESS, "/", finance, "203.0.113.9") == (
+        403, "requests must come through the trusted proxy, not from 203.0.113.9")
+    assert access.gate_request(ACCESS, "/", finance, "127.0.0.1") is None
+    assert access.gate_request(ACCESS, "/", finance, "::1") is None
+    assert access.gate_request(ACCESS, "/", finance, "")[0] == 403  # no address known
+    behind = AccessConfig(mode="header", admin_groups=["finance"], trusted_proxies=["10.0.0.5", "10.1.0.0/16"])
+    assert access.gate_request(behind, "/", finance, "10.0.0.5") is None
+    assert access.gate_request(behind, "/", finance, "10.1.200.3") is None
+    assert access.gate_request(behind, "/", finance, "127.0.0.1")[0] == 403  # not named
+    assert access.gate_request(AccessConfig(mode="oidc", users={"a": ["A"]}), "/", [], "203.0.113.9") is None
+    env = access.with_trusted_proxies(ACCESS, {access.TRUSTED_PROXIES_ENV: "192.0.2.1, 192.0.2.2"})
+    assert env.trusted_proxies == ["192.0.2.1", "192.0.2.2"]
+    with pytest.raises(AccessError, match="'x' is not an IP address"):
+        access.with_trusted_proxies(ACCESS, {access.TRUSTED_PROXIES_ENV: "x"})
+
+
+def test_the_request_gate_reads_the_peer_address():
+    """The ASGI middleware passes scope["client"] to the gate: a page request from 198.51.100.7
+    gets 403 before the app runs; from loopback the app answers."""
+    import asyncio
+
+    calls, sent = [], []
+
+    async def app(scope, receive, send):
+        calls.append(scope["path"])
+
+    async def send(msg):
+        sent.append(msg)
+
+    gate = access.RequestGate(app, ACCESS)
+    for client in (("198.51.100.7", 5000), ("127.0.0.1", 5001)):
+        asyncio.run(gate({"type": "http", "path": "/", "headers": [(b"x-forwarded-user", b"alice")],
+                          "client": client}, None, send))
+    assert calls == ["/"]
+    assert sent[0]["status"] == 403

@@ -12,13 +12,12 @@ pytestmark = pytest.mark.browser
 
 ACCESS = """
 mode = "header"
+admin_groups = ["finance"]
 user_header = "X-Forwarded-User"
 groups_header = "X-Forwarded-Groups"
 [users]
 "alice@example.com" = ["research"]
 "bob@example.com" = ["product"]
-[groups]
-"finance" = ["admin"]
 """
 
 

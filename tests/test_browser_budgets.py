@@ -15,10 +15,9 @@ pytestmark = pytest.mark.browser
 
 ACCESS = """
 mode = "header"
+admin_groups = ["finance"]
 [users]
 "alice@example.com" = ["research"]
-[groups]
-"finance" = ["admin"]
 """
 
 

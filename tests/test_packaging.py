@@ -103,12 +103,37 @@ def test_serve_a_store_with_an_access_file(execs, tmp_path):
     db = tmp_path / "ledger.duckdb"
     assert invoke("ingest", str(write_bundle(tmp_path / "b", ALLOCS)), "--db", str(db)).exit_code == 0
     access = tmp_path / "access.toml"
-    access.write_text('mode = "header"\n[groups]\nfinance = ["admin"]\n')
-    res = invoke("serve", str(db), "--port", "9123", "--host", "0.0.0.0", "--access", str(access))
+    access.write_text('mode = "header"\nadmin_groups = ["finance"]\n')
+    res = invoke("serve", str(db), "--port", "9123", "--host", "0.0.0.0", "--access", str(access),
+                 "--trusted-proxy", "10.0.0.5", "--trusted-proxy", "10.1.0.0/16")
     assert res.exit_code == 0, res.output
     [(_, argv, env)] = execs
     assert _flag(argv, "--server.port") == "9123" and _flag(argv, "--server.address") == "0.0.0.0"
     assert env["AILEDGER_SOURCE"] == str(db) and env["AILEDGER_ACCESS"] == str(access)
+    assert env["AILEDGER_TRUSTED_PROXIES"] == "10.0.0.5,10.1.0.0/16"
+
+
+def test_serve_refuses_header_mode_beyond_loopback_without_a_trusted_proxy(execs, tmp_path, monkeypatch):
+    """Issue 38 item 11: on main `--host 0.0.0.0` with the header mode started, and anyone who
+    reached the port could send X-Forwarded-Groups: finance. Refused now, from the file given
+    or from $AILEDGER_ACCESS; loopback, or another mode, still serves."""
+    bundle = write_bundle(tmp_path / "fleet", ALLOCS)
+    access = tmp_path / "access.toml"
+    access.write_text('mode = "header"\nadmin_groups = ["finance"]\n')
+    res = invoke("serve", str(bundle), "--host", "0.0.0.0", "--access", str(access))
+    assert res.exit_code == 2
+    assert "--host 0.0.0.0 with the header access mode" in res.output and "--trusted-proxy ADDR" in res.output
+    monkeypatch.setenv("AILEDGER_ACCESS", str(access))
+    assert invoke("serve", str(bundle), "--host", "::").exit_code == 2
+    assert invoke("serve", str(bundle), "--host", "server.example.com").exit_code == 2  # a name: any interface
+    assert not execs
+    res = invoke("serve", str(bundle), "--host", "0.0.0.0", "--trusted-proxy", "not-an-address")
+    assert res.exit_code == 2 and "'not-an-address' is not an IP address or network" in res.output
+    assert invoke("serve", str(bundle), "--host", "127.0.0.1").exit_code == 0
+    assert invoke("serve", str(bundle), "--host", "::1").exit_code == 0
+    (tmp_path / "oidc.toml").write_text('mode = "oidc"\n')
+    assert invoke("serve", str(bundle), "--host", "0.0.0.0", "--access", str(tmp_path / "oidc.toml")).exit_code == 0
+    assert len(execs) == 3
 
 
 @pytest.mark.parametrize("case", ["missing", "not_a_store", "bad_config", "bad_access", "bad_port"])

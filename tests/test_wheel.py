@@ -31,14 +31,13 @@ pytestmark = [pytest.mark.slow, pytest.mark.browser]
 FIXTURES = ROOT / "tests" / "fixtures" / "importers"
 ACCESS = """\
 mode = "header"
+admin_groups = ["finance"]
 user_header = "X-Forwarded-User"
 groups_header = "X-Forwarded-Groups"
 
 [users]
 "bob@example.com" = ["product"]
 
-[groups]
-"finance" = ["admin"]
 """
 
 
