@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from collections.abc import Iterable
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -19,6 +20,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from .access import Principal, require_admin
 
 FOLDER_FILE = ".ailedger-views.json"
+# Link keys whose values name tenants or projects (view_state filters, the pages' drill keys).
+TENANT_KEYS = ("f_tenant", "tenant")
+PROJECT_KEYS = ("project",)
+OWNER_KEY, BY_KEY = "owner", "by"  # Compare: owner of the `by` dimension (default tenant); Idle: a project
 MAX_VIEWS = 200
 MAX_NAME = 80
 
@@ -71,6 +76,33 @@ def load(source: str | Path) -> list[SavedView]:
     except (json.JSONDecodeError, ValidationError) as exc:
         raise SavedViewError(f"{path} is not a saved-views file: {exc}") from None
     return sorted(data.views, key=lambda v: v.name.casefold())
+
+
+def visible_to(views: Iterable[SavedView], principal: Principal, projects: Iterable[str]) -> list[SavedView]:
+    """The views `principal` may see listed: every one for an administrator; for a scoped user,
+    those whose state names no tenant outside the grant and no project but `projects` (theirs).
+
+    A view's name and state are an administrator's words: "rlhf overspend review" with
+    `tenant=research` tells a product user what research is looked at for. Opening it would
+    show nothing of research (the figures are scoped), but the list itself must not name it.
+    """
+    views = list(views)
+    if principal.is_admin:
+        return views
+    tenants = set(principal.tenants or ())
+    mine = set(projects)
+
+    def names_only_theirs(v: SavedView) -> bool:
+        q = v.query
+        if any(t not in tenants for k in TENANT_KEYS for t in q.get(k, [])):
+            return False
+        if any(p not in mine for k in PROJECT_KEYS for p in q.get(k, [])):
+            return False
+        by = (q.get(BY_KEY) or ["tenant"])[-1]
+        owners_named = by in ("tenant", "project")  # a pool's or a model's name is no tenant's
+        return not owners_named or all(o in tenants | mine for o in q.get(OWNER_KEY, []))
+
+    return [v for v in views if names_only_theirs(v)]
 
 
 def _write(source: str | Path, views: list[SavedView]) -> Path:

@@ -252,7 +252,8 @@ def _link_box(ctx: Ctx) -> None:
 def _saved_views_box(ctx: Ctx) -> None:
     """Named views beside the source: open one; administrators save the current one."""
     try:
-        saved = saved_views.load(ctx.path)
+        # A scoped user is not shown views naming other tenants or their projects.
+        saved = saved_views.visible_to(saved_views.load(ctx.path), current_principal(), views.projects(ctx.comp))
     except saved_views.SavedViewError as exc:
         st.warning(f"Saved views: {exc}")
         saved = []

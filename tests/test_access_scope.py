@@ -189,3 +189,34 @@ def test_the_request_gate_reads_the_peer_address():
                           "client": client}, None, send))
     assert calls == ["/"]
     assert sent[0]["status"] == 403
+
+
+# -------------------------------------------------------- issue 38 item 9: saved views' names
+
+
+def test_saved_views_naming_other_tenants_are_not_listed(tmp_path, comp, alice):
+    """On main every saved view was listed to everyone: tenant A's user read the admin's
+    "B1 overspend review" (project=B1). Now A sees the views whose state names only A, A's
+    project A1, or no owner at all (a pool on Compare is nobody's tenant); the admin sees all."""
+    from cost_engine import saved_views
+
+    root = access.Principal("root", None)
+    made = {
+        "fleet week": ("", {"period": ["last_7_days"]}),
+        "A training": ("rankings", {"f_tenant": ["A"], "tenant": ["A"], "project": ["A1"]}),
+        "B1 overspend review": ("rankings", {"level": ["project"], "project": ["B1"]}),
+        "B filter": ("", {"f_tenant": ["A", "B"]}),
+        "B tenant drill": ("rankings", {"tenant": ["B"]}),
+        "compare B": ("compare", {"owner": ["B"]}),  # by defaults to tenant
+        "compare A1": ("compare", {"by": ["project"], "owner": ["A1"]}),
+        "compare B2": ("compare", {"by": ["project"], "owner": ["B2"]}),
+        "compare pool p2": ("compare", {"by": ["pool"], "owner": ["p2"]}),
+        "idle of B1": ("idle", {"cause": ["low_util"], "owner": ["B1"]}),
+    }
+    for name, (page, query) in made.items():
+        saved_views.save(tmp_path, name, page, query, root)
+    listed = saved_views.load(tmp_path)
+    assert len(listed) == 10
+    assert saved_views.visible_to(listed, root, views.projects(comp)) == listed
+    mine = saved_views.visible_to(listed, principal_for(ACCESS, "alice"), views.projects(alice))
+    assert [v.name for v in mine] == ["A training", "compare A1", "compare pool p2", "fleet week"]
