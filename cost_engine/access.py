@@ -337,7 +337,7 @@ def scope(comp: Computation, principal: Principal) -> Computation:
         conflicts=comp.ledger.conflicts.clear(),
     )
     spans = merged_spans(seg.select("gpu_id", "t0", "t1"))
-    return replace(
+    scoped = replace(
         comp, ledger=ledger, seg=seg, money=money, money_spread=spread, money_before_recharge=money_before,
         inputs=inputs, requests=requests, request_summary=summary, request_hours=hours, models=models, idle=idle,
         allocations=allocations, bundle=bundle,
@@ -346,7 +346,57 @@ def scope(comp: Computation, principal: Principal) -> Computation:
         ownership=_scoped_ownership(comp.ownership, allowed, allocations, requests),
         card_energy=_held_energy(comp.card_energy, seg),
         telemetry=HeldTelemetry(comp.telemetry.only(cards.to_list()), spans),
+        scoped_to=frozenset(allowed),
     )
+    # The cost rows as the allowed tenants may see them: their own rows whole, their share of
+    # the others (the fresh tables dict is the scope's).
+    bundle.tables["costs"] = scoped_costs(comp, scoped)
+    return scoped
+
+
+SHARE, WHOLE = "share", "row"  # scoped_costs' `record` column
+
+
+def scoped_costs(comp: Computation, scoped: Computation) -> pl.DataFrame:
+    """The cost rows a scoped computation may show, with `record`: "row" or "share".
+
+    A row whose every dollar (in `comp`, the whole fleet's) landed on the allowed tenants is
+    theirs whole (a direct charge to their project): shown as stored. A row shared with other
+    tenants (a fleet invoice spread by a driver, a direct charge recharged to callers) is a
+    derived row: the same cost_id (the lineage), category, term and pool, `driver` the rule
+    that shared it, and `amount` the allowed tenants' part of it in the period (lineage.explain
+    of `scoped`, so it sums to their cost figures); the row's own amount, its original
+    currency amount and its owner, which would tell what the other tenants paid, are not in it.
+    Linear in the cost rows and the allowed tenants' money (one lineage.explain).
+    """
+    from .lineage import explain
+
+    raw = comp.bundle["costs"]
+    mine = pl.col("tenant").is_in(sorted(scoped.scoped_to or ())).fill_null(False)
+    named = comp.money.filter(pl.col("cost_id").is_not_null()).group_by("cost_id").agg(
+        ((pl.col("dest") == "owner") & mine).all().alias("all_mine"))
+    whole_ids = named.filter(pl.col("all_mine")).select("cost_id")
+    shares = (
+        explain(scoped).costs.group_by("cost_id").agg(pl.col("cost").sum().alias("_share"))
+        .join(raw.select("cost_id"), on="cost_id", how="semi")  # rows of the costs table, not rates or energy
+        .join(whole_ids, on="cost_id", how="anti")
+    )
+    drivers = comp.cost_rates.group_by("cost_id").agg(pl.col("driver").first().alias("_driver"))
+    whole = raw.join(whole_ids, on="cost_id", how="semi").with_columns(pl.lit(WHOLE).alias("record"))
+    derived = (
+        raw.join(shares, on="cost_id", how="inner").join(drivers, on="cost_id", how="left")
+        .with_columns(
+            pl.col("_share").alias("amount"),
+            pl.lit(comp.config.period.currency.upper(), pl.String).alias("currency"),
+            pl.coalesce("_driver", "driver").alias("driver"),
+            pl.lit(None, pl.String).alias("owner"),
+            pl.lit(SHARE).alias("record"),
+        )
+    )
+    # The contract's columns only: a folder's original_amount (before currency conversion) is
+    # a shared row's whole amount, and a store does not keep it, so both show the same.
+    cols = [*empty("costs").columns, "record"]
+    return pl.concat([whole.select(cols), derived.select(cols)]).sort("cost_id")
 
 
 def _scoped_ownership(own: Ownership, allowed: list[str], allocations: pl.DataFrame,
@@ -408,9 +458,8 @@ def _scoped_bundle(comp: Computation, allocations: pl.DataFrame, requests: pl.Da
     owners = b["owners"].filter(pl.col("tenant").is_in(sorted(set(tenants))))
     tables["owners"] = owners
     tables["aliases"] = b["aliases"].join(owners.select("project"), on="project", how="semi")
-    # Cost rows: only direct costs of the allowed owners; shared rows are other tenants' too.
-    direct = comp.money.filter(pl.col("cost_id").is_not_null() & pl.col("tenant").is_in(sorted(set(tenants))))
-    tables["costs"] = b["costs"].join(direct.select("cost_id").unique(), on="cost_id", how="semi")
+    # Cost rows: set by scope (scoped_costs), which needs the scoped computation.
+    tables["costs"] = b["costs"].clear()
     for t in ("queue", "quotas"):
         tables[t] = b[t].filter(pl.col("tenant").is_in(sorted(set(tenants)))) if "tenant" in b[t].columns else empty(t)
     # Requests left in the store count as the allowed ones (never the store itself: a scoped

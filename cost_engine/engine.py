@@ -54,6 +54,9 @@ class Computation:
     bundle: Bundle
     rejected: pl.DataFrame
     gaps: list[tuple[str, str]] = field(default_factory=list)
+    # The tenants a computation was scoped to (access.scope); None: the whole fleet. A scoped
+    # one's records are read from its own bundle, never the store (which holds every row whole).
+    scoped_to: frozenset[str] | None = None
 
 
 def _edges(frame: pl.DataFrame, key: str | None, start: str, end: str) -> pl.DataFrame:

@@ -27,7 +27,9 @@ class RecordsPage:
     total: int
     page: int
     page_size: int
-    backend: str  # "store" (DuckDB, bound parameters) or "memory" (the bundle's frames)
+    # "store" (DuckDB, bound parameters), "memory" (the bundle's frames) or "scoped" (a scoped
+    # user's cost rows: their own rows whole and their share of shared ones, access.scoped_costs)
+    backend: str
 
     @property
     def pages(self) -> int:
@@ -87,6 +89,11 @@ def records(
     Allocations come highest cost first, requests by time, cost rows highest contribution first.
     Cost contributions that are not a costs-table row (rates, measured energy) show with their
     lineage fields only. `unset`: lineage.explain's columns that must be empty.
+
+    A scoped computation's cost rows come from its own bundle, whatever the source: a row shared
+    with other tenants is there as their share (`record` "share": amount, the driver that shared
+    it, the cost_id), never the stored row, so page and download show the same on a store and a
+    bundle folder (access.scoped_costs).
     """
     page_size = max(1, min(int(page_size), MAX_PAGE_SIZE))
     fc = apply_filters(comp, filters)
@@ -95,7 +102,8 @@ def records(
     page = max(0, min(int(page), max(0, math.ceil(total / page_size) - 1)))
     chunk = contrib.slice(page * page_size, page_size).with_row_index("_order")
     ids = [i for i in chunk[id_col].to_list() if i is not None]
-    use_store = source_is_store(source)
+    shares = table == "costs" and fc.scoped_to is not None
+    use_store = source_is_store(source) and not shares
     raw = _raw_records(fc.bundle, source if use_store else None, table, ids)
     on = id_col
     rows = chunk.join(raw, on=on, how="left", suffix="_raw").sort("_order").drop("_order")
@@ -105,7 +113,8 @@ def records(
     rows = rows.with_columns(
         pl.col(c).dt.convert_time_zone(tz) for c, d in rows.schema.items() if isinstance(d, pl.Datetime)
     )
-    return RecordsPage(rows=rows, total=total, page=page, page_size=page_size, backend="store" if use_store else "memory")
+    backend = "scoped" if shares else "store" if use_store else "memory"
+    return RecordsPage(rows=rows, total=total, page=page, page_size=page_size, backend=backend)
 
 
 def lineage_summary(

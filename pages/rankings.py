@@ -259,8 +259,9 @@ else:
     page_no = max(1, _int(qp.get("page"), 1))
     page: views.RecordsPage = ctx.view("records", ctx.path, table=table_name, page=page_no - 1, page_size=size, **who)
     st.caption(
-        f"{TABLES[table_name]}: {page.total:,} records · page {page.page + 1} of {page.pages} · "
-        f"read from the {'DuckDB store' if page.backend == 'store' else 'bundle'}"
+        f"{TABLES[table_name]}: {page.total:,} records · page {page.page + 1} of {page.pages}"
+        + {"store": " · read from the DuckDB store", "memory": " · read from the bundle",
+           "scoped": " · your tenants' own rows, and their share of rows shared with other tenants"}[page.backend]
         + (" · Attributed cost: what each record contributed to this figure; Via: how it got there (own use, "
            "recharge from the owner serving a model, idle share, the driver that shared a cost)"
            if table_name != "requests" else "")

@@ -1,7 +1,7 @@
 """What a tenant-scoped user can see beyond money (issue 17, item 9), and how requests are
 screened before the app (item 10): names and telemetry are scoped too.
 
-The bundle (hand-made, one day): card g1 (pool p1, H100) is held by A1 (tenant A) 00:00-06:05
+The bundle (hand-made, one day; `frames`): card g1 (pool p1, H100) is held by A1 (tenant A) 00:00-06:05
 and by B1 (tenant B) 06:05-12:00; card g2 (pool p2, A100) by B1 all day. Project B2 (tenant B)
 has no usage. g1 reports a sample every 15 minutes (max_sample_gap_s = 900, so each stands for
 15 minutes): util 10 % at 100 W before 06:00, util 90 % at 500 W from 06:00 to 11:45.
@@ -30,11 +30,10 @@ def h(hours: float) -> datetime:
     return T0 + timedelta(hours=hours)
 
 
-@pytest.fixture(scope="module")
-def comp():
+def frames(costs: list[dict]) -> dict:
     tele = [{"ts": h(q / 4), "gpu_id": "g1", "util_pct": 10.0 if q < 24 else 90.0,
              "power_w": 100.0 if q < 24 else 500.0} for q in range(48)]
-    frames = {
+    return {
         "inventory": make_frame("inventory", [{"gpu_id": "g1", "pool": "p1", "accelerator": "H100"},
                                               {"gpu_id": "g2", "pool": "p2", "accelerator": "A100"}]),
         "allocations": make_frame("allocations", [
@@ -48,10 +47,17 @@ def comp():
         "owners": make_frame("owners", [{"tenant": "A", "project": "A1"}, {"tenant": "B", "project": "B1"},
                                         {"tenant": "B", "project": "B2"}]),
         "telemetry": make_frame("telemetry", tele),
-        "costs": make_frame("costs", [{"cost_id": "c1", "category": "gpu_rental", "amount": 48.0,
-                                       "start": h(0), "end": h(24)}]),
+        "costs": make_frame("costs", costs),
     }
-    return compute(Bundle.from_frames(frames), make_config(activity={"max_sample_gap_s": 900}))
+
+
+C1 = {"cost_id": "c1", "category": "gpu_rental", "amount": 48.0, "start": h(0), "end": h(24)}
+CONFIG = make_config(activity={"max_sample_gap_s": 900})
+
+
+@pytest.fixture(scope="module")
+def comp():
+    return compute(Bundle.from_frames(frames([C1])), CONFIG)
 
 
 @pytest.fixture(scope="module")
@@ -220,3 +226,66 @@ def test_saved_views_naming_other_tenants_are_not_listed(tmp_path, comp, alice):
     assert saved_views.visible_to(listed, root, views.projects(comp)) == listed
     mine = saved_views.visible_to(listed, principal_for(ACCESS, "alice"), views.projects(alice))
     assert [v.name for v in mine] == ["A training", "compare A1", "compare pool p2", "fleet week"]
+
+
+# ---------------------------------------------- issue 38 item 8: a shared cost row, as a tenant
+
+
+SHARED = [C1, {"cost_id": "c2", "category": "other", "amount": 10.0, "start": h(0), "end": h(24), "owner": "A1"},
+          {"cost_id": "c3", "category": "other", "amount": 20.0, "start": h(0), "end": h(24), "owner": "B1"}]
+
+
+@pytest.fixture(scope="module")
+def shared_sources(tmp_path_factory):
+    """The same three cost rows read from a bundle's frames and from a DuckDB store."""
+    from cost_engine import store
+    from cost_engine.api import run
+
+    db = tmp_path_factory.mktemp("shared") / "ledger.duckdb"
+    store.ingest(db, Bundle.from_frames(frames(SHARED)))
+    return {"bundle": (compute(Bundle.from_frames(frames(SHARED)), CONFIG), None), "store": (run(db, config=CONFIG), db)}
+
+
+@pytest.mark.parametrize("path", ["bundle", "store"])
+def test_a_shared_cost_row_shows_as_the_tenants_share(shared_sources, path):
+    """On main tenant A's records of cost rows from a store showed the fleet's whole $48 rental
+    row (and from a bundle nothing at all). c1, $48 of gpu_rental for the whole fleet over the
+    day, is shared by capacity hours: 2 cards x 24 h = 48 card-hours, $1 each; A held g1 00:00 to
+    06:05, 6 h 5 min, so A's share is $6.083333 (73/12); B's is 5 h 55 min + 24 h = $29.916667.
+    c2 ($10, direct to A1) is A's whole row; c3 ($20, direct to B1) is not A's at all.
+    Page and download (the CSV of the same rows) show the share, on both paths alike."""
+    from cost_engine import exports_meta
+
+    full, source = shared_sources[path]
+    a = scope(full, principal_for(ACCESS, "alice"))
+    page = views.records(a, None, source, table="costs", tenant="A")
+    assert page.backend == "scoped"
+    rows = {r["cost_id"]: r for r in page.rows.iter_rows(named=True) if r["record"] is not None}
+    assert sorted(rows) == ["c1", "c2"]
+    assert rows["c1"]["record"] == "share" and rows["c1"]["amount"] == pytest.approx(73 / 12)
+    assert rows["c1"]["attributed_cost"] == pytest.approx(73 / 12)
+    assert rows["c1"]["driver"] == "capacity_hours" and rows["c1"]["via"] == "shared by driver capacity hours"
+    assert rows["c1"]["owner"] is None and rows["c1"]["currency"] == "USD"
+    assert rows["c2"]["record"] == "row" and rows["c2"]["amount"] == 10.0 and rows["c2"]["owner"] == "A1"
+    assert "original_amount" not in page.rows.columns
+    for text in (exports_meta.csv_for_machines(page.rows), exports_meta.csv_for_people(page.rows, [("Source", "test")], "records of A")):
+        text = text.decode() if isinstance(text, bytes) else text
+        assert "48.0" not in text and "20.0" not in text and "c3" not in text
+    b = scope(full, principal_for(ACCESS, "bob"))
+    mine = b.bundle["costs"]
+    assert mine["cost_id"].to_list() == ["c1", "c3"] and mine["record"].to_list() == ["share", "row"]
+    assert mine["amount"].to_list() == pytest.approx([359 / 12, 20.0])
+
+
+def test_bundle_and_store_show_a_tenant_the_same_cost_rows(shared_sources):
+    """Whichever the source, tenant B's cost records are the same frame: c1 as B's $29.916667
+    share (359/12 card-hours at $1) and c3 whole, $20."""
+    (fb, _), (fs, db) = shared_sources["bundle"], shared_sources["store"]
+    pb = views.records(scope(fb, principal_for(ACCESS, "bob")), None, None, table="costs", tenant="B")
+    ps = views.records(scope(fs, principal_for(ACCESS, "bob")), None, db, table="costs", tenant="B")
+    assert pb.rows.equals(ps.rows)
+    assert pb.rows.filter(pl.col("cost_id") == "c1")["amount"].to_list() == pytest.approx([359 / 12])
+    # The administrator still reads the stored row whole from the store.
+    admin = views.records(fs, None, db, table="costs", tenant="B")
+    assert admin.backend == "store"
+    assert admin.rows.filter(pl.col("cost_id") == "c1")["amount"].to_list() == [48.0]
