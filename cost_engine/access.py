@@ -23,6 +23,7 @@ from .budgets import visible_budgets
 from .config import read_toml
 from .contract import IDLE, empty
 from .engine import Computation
+from .lineage import explain
 from .ownership import Ownership
 from .telemetry import HeldTelemetry, merged_spans
 from .tokens import model_table
@@ -167,6 +168,8 @@ def peer_allowed(cfg: AccessConfig, peer: str) -> bool:
         addr = ip_address(peer.strip("[]"))
     except ValueError:
         return False  # no address (a Unix socket): not a peer anyone named
+    # A dual-stack listener ("::") sees an IPv4 peer as ::ffff:a.b.c.d.
+    addr = getattr(addr, "ipv4_mapped", None) or addr
     nets = cfg.trusted_proxies or LOOPBACK
     return any(addr in ip_network(n, strict=False) for n in nets)
 
@@ -306,6 +309,7 @@ def scope(comp: Computation, principal: Principal) -> Computation:
     cost, unattributed keys, rejected rows, gaps) are left out for a tenant-scoped user, and
     so are names and telemetry: the cards, pools and accelerators are those the tenants held,
     the projects theirs, and a card's samples and energy only those of the time they held it.
+    Cost rows shared with other tenants are there only as the allowed tenants' share (scoped_costs).
     """
     if principal.is_admin:
         return comp
@@ -369,8 +373,6 @@ def scoped_costs(comp: Computation, scoped: Computation) -> pl.DataFrame:
     currency amount and its owner, which would tell what the other tenants paid, are not in it.
     Linear in the cost rows and the allowed tenants' money (one lineage.explain).
     """
-    from .lineage import explain
-
     raw = comp.bundle["costs"]
     mine = pl.col("tenant").is_in(sorted(scoped.scoped_to or ())).fill_null(False)
     named = comp.money.filter(pl.col("cost_id").is_not_null()).group_by("cost_id").agg(

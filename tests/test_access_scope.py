@@ -164,6 +164,8 @@ def test_header_mode_believes_only_the_trusted_proxy():
         403, "requests must come through the trusted proxy, not from 203.0.113.9")
     assert access.gate_request(ACCESS, "/", finance, "127.0.0.1") is None
     assert access.gate_request(ACCESS, "/", finance, "::1") is None
+    assert access.gate_request(ACCESS, "/", finance, "::ffff:127.0.0.1") is None  # IPv4 on a dual-stack port
+    assert access.gate_request(ACCESS, "/", finance, "::ffff:203.0.113.9")[0] == 403
     assert access.gate_request(ACCESS, "/", finance, "")[0] == 403  # no address known
     behind = AccessConfig(mode="header", admin_groups=["finance"], trusted_proxies=["10.0.0.5", "10.1.0.0/16"])
     assert access.gate_request(behind, "/", finance, "10.0.0.5") is None
