@@ -35,6 +35,9 @@ class Partial:
 
     gaps: list[tuple[str, str]] = field(default_factory=list)
     figures: list[dict] = field(default_factory=list)
+    # (tenant, project) that held a card of a pool while no price of it was in force
+    unpriced: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema={"tenant": pl.String,
+                                                                               "project": pl.String}))
 
     def of(self, table: str, row: dict | None = None) -> list[str]:
         """The figures of one table (and row) marked partial."""
@@ -64,8 +67,14 @@ def _named(what: str, frame: pl.DataFrame, keys: list[str], say) -> list[tuple[s
 
 def _owners(seg: pl.DataFrame, spans: pl.DataFrame, keys: list[str], where: pl.Expr) -> pl.DataFrame:
     """(tenant, project) of the held segments (`where`) that meet a span (keys: the spans' keys)."""
-    s = seg.filter(where & pl.col("project").is_not_null()).select(*keys, "tenant", "project", "t0", "t1")
-    if s.height == 0 or spans.height == 0:
+    if spans.height == 0:
+        return pl.DataFrame(schema={"tenant": pl.String, "project": pl.String})
+    s = seg.filter(where & pl.col("project").is_not_null()
+                   & (pl.col("t1") > spans["g0"].min()) & (pl.col("t0") < spans["g1"].max()))
+    if keys:
+        s = s.filter(pl.col(keys[0]).is_in(spans[keys[0]].unique().implode()))
+    s = s.select(*keys, "tenant", "project", "t0", "t1")
+    if s.height == 0:
         return s.select("tenant", "project").clear()
     met = Coverage.of(spans, keys, "g0", "g1").covered(s, "t0", "t1", "_us")
     return met.filter(pl.col("_us") > 0).select("tenant", "project").unique().sort("tenant", "project")
@@ -130,8 +139,8 @@ def partial(comp: Computation, energy_measured: bool, carbon_known: bool) -> Par
         out.gaps += _named(RATE, rh, ["pool", "category"],
                            lambda r, span: f"pool {r['pool']}, {r['category']}: no rate or cost row in force "
                            f"{span}: the pool's capacity then is not priced")
-        _mark(out, "cost", rate_hole_owners(comp, rh),
-              "a pool's capacity is not priced for part of the period (gaps: rate coverage)")
+        out.unpriced = rate_hole_owners(comp, rh)
+        _mark(out, "cost", out.unpriced, "a pool's capacity is not priced for part of the period (gaps: rate coverage)")
         for c in rh["category"].unique().sort().to_list():
             out.figures.append({"figure": "cost", "table": "by_category", "row": {"category": c},
                                 "why": "not priced for part of the period (gaps: rate coverage)"})

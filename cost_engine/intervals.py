@@ -272,15 +272,17 @@ def holes(frame: pl.DataFrame, windows: pl.DataFrame, keys: str | Sequence[str],
     k = _keys(keys)
     tz = windows.schema["w0"]
     w = windows.select(*k, micros("w0").alias("w0"), micros("w1").alias("w1")).filter(pl.col("w1") > pl.col("w0"))
+    w, codes = _encode(w, k)  # one Int64 per key: sorting and grouping on it, not on strings
     f = frame.select(*k, micros(start).alias("a"), micros(end).alias("b")).drop_nulls()
-    f = f.join(w, on=k, how="inner") if k else f.join(w, how="cross")  # one window per key
-    f = f.select(*k, pl.max_horizontal("a", "w0").alias("a"), pl.min_horizontal("b", "w1").alias("b"))
-    edges = pl.concat([w.select(*k, pl.col(c).alias("a"), pl.col(c).alias("b")) for c in ("w0", "w1")])
-    f = pl.concat([f.filter(pl.col("b") > pl.col("a")), edges]).sort([*k, "a", "b"])
-    reach = pl.col("b").cum_max().shift(1)
-    f = f.with_columns((reach.over(k) if k else reach).alias("g0"))
-    return (f.filter(pl.col("a") > pl.col("g0")).select(*k, "g0", pl.col("a").alias("g1"))
-            .with_columns(pl.from_epoch(c, "us").cast(tz).alias(c) for c in ("g0", "g1")))
+    f = f.join(codes, on=k, how="inner").drop(k) if k else f.with_columns(pl.lit(0, dtype=pl.Int64).alias("_code"))
+    f = f.join(w, on="_code", how="inner")  # one window per key
+    f = f.select("_code", pl.max_horizontal("a", "w0").alias("a"), pl.min_horizontal("b", "w1").alias("b"))
+    edges = pl.concat([w.select("_code", pl.col(c).alias("a"), pl.col(c).alias("b")) for c in ("w0", "w1")])
+    f = pl.concat([f.filter(pl.col("b") > pl.col("a")), edges]).sort("_code", "a", "b")
+    f = f.with_columns(_within(pl.col("b").cum_max().shift(1)).alias("g0"))
+    out = f.filter(pl.col("a") > pl.col("g0")).select("_code", "g0", pl.col("a").alias("g1"))
+    out = out.join(codes, on="_code", how="left", maintain_order="left").select(*k, "g0", "g1") if k else out.drop("_code")
+    return out.with_columns(pl.from_epoch(c, "us").cast(tz).alias(c) for c in ("g0", "g1"))
 
 
 __all__ = ["Coverage", "Precedence", "StepIntegral", "WeightedPrecedence", "holes", "micros"]

@@ -33,8 +33,10 @@ def _div(a: float | None, b: float | None) -> float | None:
     return a / b
 
 
-def owner_table(comp: Computation, keys: list[str]) -> pl.DataFrame:
-    """Measures per owner (tenant or tenant+project): cost where it landed, hours, energy, tokens."""
+def owner_table(comp: Computation, keys: list[str], unpriced: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Measures per owner (tenant or tenant+project): cost where it landed, hours, energy, tokens.
+
+    `unpriced`: coverage.Partial.unpriced when the caller has it (else computed here)."""
     owned = pl.col("dest") == "owner"
     # Lazy: the filters then read only the columns the sums need, not every money column.
     cost = comp.money.lazy().filter(owned).group_by(keys).agg(
@@ -74,7 +76,7 @@ def owner_table(comp: Computation, keys: list[str]) -> pl.DataFrame:
     uncosted = uncosted_pools(comp)
     # An owner that held cards no price reached (none is in force for their pool then) has no
     # known cost: null, not $0.
-    holed = coverage.rate_hole_owners(comp)
+    holed = coverage.rate_hole_owners(comp) if unpriced is None else unpriced
     if uncosted or holed.height:
         # An owner that no cost reached and that held cards of a pool no cost input reaches has
         # an unknown cost, not $0. (One that a cost did reach keeps it; the gap names the pool.)
@@ -318,8 +320,8 @@ def build_report(comp: Computation) -> dict:
         },
         "boundary": {"name": cfg.boundary.name, "categories": list(cfg.boundary.included)},
         "totals": {k: _num(v) for k, v in tot.items()},
-        "by_tenant": _rows(owner_table(comp, ["tenant"])),
-        "by_project": _rows(owner_table(comp, ["tenant", "project"])),
+        "by_tenant": _rows(owner_table(comp, ["tenant"], part.unpriced)),
+        "by_project": _rows(owner_table(comp, ["tenant", "project"], part.unpriced)),
         "by_model": _rows(by_model),
         "by_category": _rows(by_category),
         "idle": _rows(idle_rows),
