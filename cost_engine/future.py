@@ -79,10 +79,11 @@ class FutureRows:
 
     def gap(self, now: datetime) -> tuple[str, str]:
         """The (what, detail) of the report's gaps and of the import and ingest output."""
-        s = "" if self.rows == 1 else "s"
-        return (WHAT, f"{self.table}: {self.rows:,} row{s} dated after {now:%Y-%m-%dT%H:%MZ} (now; records may "
-                      f"run 1 day ahead, schedules 30 years), earliest {self.earliest:%Y-%m-%dT%H:%M:%SZ}: "
-                      "kept and counted inside the period, but they do not define the default period")
+        one = self.rows == 1
+        return (WHAT, f"{self.table}: {self.rows:,} row{'' if one else 's'} dated after {now:%Y-%m-%dT%H:%MZ} "
+                      f"(now) + 1 day for a record or + 30 years for a schedule, earliest "
+                      f"{self.earliest:%Y-%m-%dT%H:%M:%SZ}: kept and counted for {'its' if one else 'their'} part "
+                      f"inside the period; {'it does' if one else 'they do'} not define the default period")
 
 
 def scan(table: str, frame: pl.DataFrame, now: datetime) -> FutureRows | None:
