@@ -4,12 +4,13 @@ and every figure built on such a span marked partial (a day without a rate lost 
 - rates: per pool and category inside the boundary, a span of the pool's in-service time in the
   period (its cards' service from the first start to the last end) that no rate, no cost row of
   that pool and category and no fleet-wide cost row of that category covers is not priced.
-  The totals' `cost`, the category's row of `by_category` and the cost of every owner that held
-  a card of the pool then are partial.
+  The totals' `cost`, the category's row of `by_category`, the cost of every owner that held
+  a card of the pool then and of every day (`trend`) it touches are partial.
 - tariffs: with a tariffs table, a span of the metered time (from the first to the last segment
   with an energy reading) without a tariff is priced at `flat_price_per_kwh` (so `energy_cost`
   is partial where it is measured energy x price), and a span without a tariff carrying
-  `carbon_g_per_kwh` has no CO2e (`carbon_kg` partial where some is known).
+  `carbon_g_per_kwh` has no CO2e (`carbon_kg` partial where some is known); the owners who drew
+  energy then are partial too, and for the energy cost the days (`trend` cost).
 
 Each is an interval algorithm (intervals.holes, intervals.Coverage): linear in the rows after
 one sort, never a join of segments with price rows filtered on time.
@@ -65,27 +66,41 @@ def _named(what: str, frame: pl.DataFrame, keys: list[str], say) -> list[tuple[s
     return out
 
 
-def _owners(seg: pl.DataFrame, spans: pl.DataFrame, keys: list[str], where: pl.Expr) -> pl.DataFrame:
-    """(tenant, project) of the held segments (`where`) that meet a span (keys: the spans' keys)."""
+MET_SCHEMA = pl.Schema({"tenant": pl.String, "project": pl.String, "day": pl.Date})
+
+
+def _met(seg: pl.DataFrame, spans: pl.DataFrame, keys: list[str], where: pl.Expr) -> pl.DataFrame:
+    """(tenant, project, day) of the segments (`where`) that meet a span (keys: the spans' keys);
+    tenant and project are null for unallocated time."""
     if spans.height == 0:
-        return pl.DataFrame(schema={"tenant": pl.String, "project": pl.String})
-    s = seg.filter(where & pl.col("project").is_not_null()
-                   & (pl.col("t1") > spans["g0"].min()) & (pl.col("t0") < spans["g1"].max()))
+        return pl.DataFrame(schema=MET_SCHEMA)
+    s = seg.filter(where & (pl.col("t1") > spans["g0"].min()) & (pl.col("t0") < spans["g1"].max()))
     if keys:
         s = s.filter(pl.col(keys[0]).is_in(spans[keys[0]].unique().implode()))
-    s = s.select(*keys, "tenant", "project", "t0", "t1")
+    s = s.select(*keys, "tenant", "project", "day", "t0", "t1")
     if s.height == 0:
-        return s.select("tenant", "project").clear()
+        return pl.DataFrame(schema=MET_SCHEMA)
     met = Coverage.of(spans, keys, "g0", "g1").covered(s, "t0", "t1", "_us")
-    return met.filter(pl.col("_us") > 0).select("tenant", "project").unique().sort("tenant", "project")
+    return met.filter(pl.col("_us") > 0).select("tenant", "project", "day").unique()
 
 
-def _mark(out: Partial, figure: str, owners: pl.DataFrame, why: str) -> None:
+def _owners(met: pl.DataFrame) -> pl.DataFrame:
+    return met.filter(pl.col("project").is_not_null()).select("tenant", "project").unique().sort("tenant", "project")
+
+
+def _mark(out: Partial, figure: str, met: pl.DataFrame, why: str) -> None:
+    """`figure` partial in the totals, for the owners and on the days of `met`."""
     out.figures.append({"figure": figure, "table": "totals", "row": None, "why": why})
+    owners = _owners(met)
     for t in owners["tenant"].unique().sort().to_list():
         out.figures.append({"figure": figure, "table": "by_tenant", "row": {"tenant": t}, "why": why})
     for t, p in owners.iter_rows():
         out.figures.append({"figure": figure, "table": "by_project", "row": {"tenant": t, "project": p}, "why": why})
+    # The report's daily trend carries cost and energy, not CO2e.
+    trend = {"cost": "cost", "energy_cost": "cost"}.get(figure)
+    if trend is not None:
+        for d in met["day"].drop_nulls().unique().sort().to_list():
+            out.figures.append({"figure": trend, "table": "trend", "row": {"day": d.isoformat()}, "why": why})
 
 
 def rate_holes(comp: Computation) -> pl.DataFrame:
@@ -108,10 +123,16 @@ def rate_holes(comp: Computation) -> pl.DataFrame:
     return holes(priced, windows, ["pool", "category"])
 
 
+def rate_hole_time(comp: Computation, holes_: pl.DataFrame | None = None) -> pl.DataFrame:
+    """(tenant, project, day) of the pools' time while no price of it was in force (null owner:
+    unallocated)."""
+    rh = rate_holes(comp) if holes_ is None else holes_
+    return _met(comp.seg, rh.drop("category").unique(), ["pool"], pl.col("cap_h") > 0)
+
+
 def rate_hole_owners(comp: Computation, holes_: pl.DataFrame | None = None) -> pl.DataFrame:
     """(tenant, project) of every owner that held a card of a pool while no price of it was in force."""
-    rh = rate_holes(comp) if holes_ is None else holes_
-    return _owners(comp.seg, rh.drop("category").unique(), ["pool"], pl.col("alloc_h") > 0)
+    return _owners(rate_hole_time(comp, holes_))
 
 
 def tariff_holes(comp: Computation, carbon: bool) -> pl.DataFrame:
@@ -126,21 +147,25 @@ def tariff_holes(comp: Computation, carbon: bool) -> pl.DataFrame:
     return holes(t, window, [])
 
 
-def partial(comp: Computation, energy_measured: bool, carbon_known: bool) -> Partial:
+def partial(comp: Computation, energy_measured: bool, carbon_known: bool | None = None) -> Partial:
     """Every coverage gap of the rates and tariffs, and the figures built on them.
 
     `energy_measured`: the energy cost is measured energy x price (no power cost row);
-    `carbon_known`: the totals' CO2e is a number (some energy had a carbon intensity)."""
+    `carbon_known`: the totals' CO2e is a number (some energy had a carbon intensity; by
+    default read from the segments, as report.totals does)."""
     out = Partial()
     seg = comp.seg
+    if carbon_known is None:
+        carbon_known = bool(seg["energy_s"].sum() > 0 and seg["carbon_known"].any())
     flat = comp.config.energy.flat_price_per_kwh
     rh = rate_holes(comp)
     if rh.height:
         out.gaps += _named(RATE, rh, ["pool", "category"],
                            lambda r, span: f"pool {r['pool']}, {r['category']}: no rate or cost row in force "
                            f"{span}: the pool's capacity then is not priced")
-        out.unpriced = rate_hole_owners(comp, rh)
-        _mark(out, "cost", out.unpriced, "a pool's capacity is not priced for part of the period (gaps: rate coverage)")
+        met = rate_hole_time(comp, rh)
+        out.unpriced = _owners(met)
+        _mark(out, "cost", met, "a pool's capacity is not priced for part of the period (gaps: rate coverage)")
         for c in rh["category"].unique().sort().to_list():
             out.figures.append({"figure": "cost", "table": "by_category", "row": {"category": c},
                                 "why": "not priced for part of the period (gaps: rate coverage)"})
@@ -150,17 +175,17 @@ def partial(comp: Computation, energy_measured: bool, carbon_known: bool) -> Par
         if th.height:
             out.gaps += _named(TARIFF, th, [], lambda r, span: f"no tariff in force {span}: the energy drawn then "
                                f"is priced at the flat {flat:g}/kWh")
-            _mark(out, "energy_cost", _owners(seg, th, [], used),
+            _mark(out, "energy_cost", _met(seg, th, [], used),
                   f"energy priced at the flat {flat:g}/kWh where no tariff is in force (gaps: tariff coverage)")
     if carbon_known:
         ch = tariff_holes(comp, carbon=True)
         if ch.height:
             out.gaps += _named(CARBON, ch, [], lambda r, span: f"no tariff with a carbon intensity {span}: the "
                                "CO2e of the energy drawn then is unknown and left out of carbon_kg")
-            _mark(out, "carbon_kg", _owners(seg, ch, [], used),
+            _mark(out, "carbon_kg", _met(seg, ch, [], used),
                   "CO2e of energy drawn where no carbon intensity is known is left out (gaps: carbon coverage)")
     return out
 
 
-__all__ = ["CARBON", "HOLES_NAMED", "Partial", "RATE", "TARIFF", "partial", "rate_hole_owners", "rate_holes",
-           "tariff_holes"]
+__all__ = ["CARBON", "HOLES_NAMED", "Partial", "RATE", "TARIFF", "partial", "rate_hole_owners", "rate_hole_time",
+           "rate_holes", "tariff_holes"]

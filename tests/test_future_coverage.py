@@ -15,7 +15,7 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from cost_engine import api, future, store
+from cost_engine import api, future, store, views
 from cost_engine.cli import main, render_summary
 from cost_engine.config import parse_config
 from cost_engine.engine import compute
@@ -155,7 +155,8 @@ def test_a_span_without_a_rate_is_a_gap_and_its_figures_are_partial():
     said now). A1: 18 h x $2 = $36, partial; B1 held g1 only in the hole: no price reached it, so
     its cost is unknown (null), never $0; g1's 18 priced hours ($36) are idle. The gap names pool
     p, gpu_rental and 06:00..12:00 (6 h)."""
-    rep = build_report(compute(_rate_hole(), make_config()))
+    comp = compute(_rate_hole(), make_config())
+    rep = build_report(comp)
     assert rep["totals"]["cost"] == pytest.approx(72.0)
     holes = [g["detail"] for g in rep["gaps"] if g["what"] == "rate coverage"]
     assert holes == ["pool p, gpu_rental: no rate or cost row in force 2026-10-01T06:00Z..2026-10-01T12:00Z "
@@ -165,9 +166,12 @@ def test_a_span_without_a_rate_is_a_gap_and_its_figures_are_partial():
     assert rep["reconciliation"]["idle"] == pytest.approx(36.0)
     part = {(f["table"], str(f["row"]), f["figure"]) for f in rep["partial"]}
     assert {("totals", "None", "cost"), ("by_tenant", "{'tenant': 'A'}", "cost"),
-            ("by_tenant", "{'tenant': 'B'}", "cost"), ("by_category", "{'category': 'gpu_rental'}", "cost")} <= part
+            ("by_tenant", "{'tenant': 'B'}", "cost"), ("by_category", "{'category': 'gpu_rental'}", "cost"),
+            ("trend", "{'day': '2026-10-01'}", "cost")} <= part
     text = render_summary(rep)
     assert "72.00 USD (partial)" in text and "partial figures: cost" in text
+    # The dashboard's Data page lists the same gap (views.gaps).
+    assert holes[0] in views.gaps(comp)["detail"].to_list()
 
 
 def test_a_cost_row_of_the_same_category_fills_a_rate_hole():
