@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 
 from . import overlaps
@@ -46,11 +47,12 @@ def load_source(source: str | Path, config: Config) -> tuple[Bundle, TelemetrySo
 
 
 def run(source: str | Path, config_path: str | Path | None = None, config: Config | None = None,
-        memo: dict | None = None) -> Computation:
+        memo: dict | None = None, now: datetime | None = None) -> Computation:
     """Compute everything for a source under a config (explicit object, file, or discovered).
 
-    `memo`: kept by the caller for one data version of the source (engine.compute)."""
+    `memo`: kept by the caller for one data version of the source; `now`: the report time
+    future-dated rows are judged by (engine.compute)."""
     if config is None:
         config = load_config(find_config(source, config_path))
     bundle, telemetry = load_source(source, config)
-    return compute(bundle, config, telemetry=telemetry, memo=memo)
+    return compute(bundle, config, telemetry=telemetry, memo=memo, now=now)

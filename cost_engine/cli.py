@@ -75,6 +75,13 @@ def _echo_json(doc: dict) -> None:
 def render_summary(rep: dict, top: int = 5) -> str:
     """A terminal summary: totals, top tenants, idle by cause, reconciliation."""
     t, p, cur = rep["totals"], rep["period"], rep["period"]["currency"]
+    # Figures built on a span no rate or tariff covers say so (report "partial", coverage.py).
+    part = {f["figure"] for f in rep.get("partial", []) if f["table"] == "totals"}
+    owed = {f["row"]["tenant"] for f in rep.get("partial", []) if f["table"] == "by_tenant" and f["figure"] == "cost"}
+
+    def mark(figure: str) -> str:
+        return " (partial)" if figure in part else ""
+
     lines = [
         f"ailedger report  {p['start']} .. {p['end']}  ({p['timezone']}, {cur})",
         f"boundary: {rep['boundary']['name']} ({', '.join(rep['boundary']['categories'])})",
@@ -84,17 +91,19 @@ def render_summary(rep: dict, top: int = 5) -> str:
         "             allocation rate {:>7}   idle rate {:>7}   avg util {:>6}   telemetry coverage {:>7}".format(
             _pct(t["allocation_rate"]), _pct(t["idle_rate"]),
             "unknown" if t["avg_util_pct"] is None else f"{t['avg_util_pct']:.1f}%", _pct(t["telemetry_coverage"])),
-        f"cost         {_money(t['cost'])} {cur}   per GPU-hour {_money(t['cost_per_gpu_hour'])}"
+        f"cost         {_money(t['cost'])} {cur}{mark('cost')}   per GPU-hour {_money(t['cost_per_gpu_hour'])}"
         f"   per allocated GPU-hour {_money(t['cost_per_allocated_gpu_hour'])}",
         f"energy       {_hours(t['energy_kwh_gpu'])} kWh GPU   {_hours(t['energy_kwh_facility'])} kWh facility"
-        f"   energy cost {_money(t['energy_cost'])}",
+        f"   energy cost {_money(t['energy_cost'])}{mark('energy_cost')}"
+        f"   CO2e {_hours(t.get('carbon_kg'))} kg{mark('carbon_kg')}",
         f"tokens       {t['input_tokens']:,} in   {t['cached_input_tokens']:,} cached   {t['output_tokens']:,} out"
         f"   {t['requests']:,} requests   $/1M tokens {_money(t['cost_per_million_tokens'])}",
         "",
         f"top tenants by cost ({cur})",
     ]
     for r in rep["by_tenant"][:top]:
-        lines.append(f"  {r['tenant']:<24} {_money(r['cost']):>14}   {_hours(r['allocated_gpu_hours']):>10} GPU-h")
+        lines.append(f"  {r['tenant']:<24} {_money(r['cost']):>14}   {_hours(r['allocated_gpu_hours']):>10} GPU-h"
+                     + (" (partial)" if r["tenant"] in owed else ""))
     lines.append("")
     lines.append("idle by cause")
     for r in rep["idle"]:
@@ -118,6 +127,9 @@ def render_summary(rep: dict, top: int = 5) -> str:
                      + (f", and {more:,} more (see --json)" if more > 0 else ""))
     if rep["rejected"]:
         lines.append(f"rejected rows: {len(rep['rejected'])} (see --json)")
+    if part:
+        lines.append(f"partial figures: {', '.join(sorted(part))} (built on spans without a rate or tariff; "
+                     "see the gaps: rate, tariff and carbon coverage)")
     if rep["gaps"]:
         lines.append(f"gaps: {len(rep['gaps'])}: " + "; ".join(g["what"] for g in rep["gaps"][:6]))
     return "\n".join(lines)
@@ -162,6 +174,11 @@ def ingest(bundle: str, db: str, config: str | None, replace: bool, rollup_dir: 
         except store.StoreError as exc:  # not a store, newer or damaged, disk full: said first
             _fail(str(exc))
     click.echo(describe_ingest(result))
+    from . import future
+
+    now = future.clock(None)
+    for what, detail in future.gaps(future.scan_tables(b.tables, now), now):
+        click.echo(f"note: {what}: {detail}")
     cfg_src = api.find_config(bundle, config)
     if cfg_src is not None:
         # Keep the bundle's config beside the store so `ailedger report FILE` reads the same period.

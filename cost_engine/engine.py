@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 
 import polars as pl
 
-from . import activity, allocation, idle, quarter_activity, tokens
+from . import activity, allocation, future, idle, quarter_activity, tokens
 from .bundle import Bundle, release_pages, spill_folder
 from .config import Config
 from .contract import IDLE, TS
@@ -116,8 +116,20 @@ def card_cuts(bundle: Bundle, cards: pl.DataFrame, config: Config, period: Perio
     )
 
 
+def future_rows(bundle: Bundle, now: datetime) -> list[future.FutureRows]:
+    """The future-dated rows of every table, those left in a store (telemetry, requests) read there."""
+    found = future.scan_tables({t: f for t, f in bundle.tables.items() if t not in bundle.held_rows}, now)
+    if bundle.store is not None:
+        from . import store
+
+        found += [f for t in future.TABLES if t in bundle.held_rows
+                  and (f := store.future_rows(bundle.store, t, now)) is not None]
+    order = {t: i for i, t in enumerate(future.TABLES)}
+    return sorted(found, key=lambda f: order[f.table])
+
+
 def compute(bundle: Bundle, config: Config, telemetry: TelemetrySource | None = None,
-            memo: dict | None = None) -> Computation:
+            memo: dict | None = None, now: datetime | None = None) -> Computation:
     """Everything for one bundle under one config.
 
     `telemetry` is where samples are read from when they are not in the bundle (the store:
@@ -125,10 +137,14 @@ def compute(bundle: Bundle, config: Config, telemetry: TelemetrySource | None = 
     the caller keeps for one version of the data (the dashboard, per data version); the ledger
     and the telemetry stage are kept there and reused by a later call that changes only rules
     they do not read (boundary, drivers, idle treatment, recharge, token weights, SLO).
+    `now`: the report time future-dated rows are judged by (future.py; default the wall clock).
     """
-    gaps: list[tuple[str, str]] = list(bundle.notes)
+    now = future.clock(now)
+    # A store keeps the future-dated notes of its ingests; they are judged again at this `now`.
+    gaps: list[tuple[str, str]] = [g for g in bundle.notes if g[0] != future.WHAT]
+    gaps += future.gaps(future_rows(bundle, now), now)
     rejected = [bundle.rejected.select("table", "row", "reason")]
-    period = resolve_period(config, bundle["allocations"])
+    period = resolve_period(config, bundle["allocations"], now)
     own = Ownership.from_tables(bundle["owners"], bundle["aliases"])
     if own.identity:
         gaps.append(("ownership", "no owners or aliases tables: owner keys are used as project and tenant ids"))

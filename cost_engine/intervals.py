@@ -262,4 +262,27 @@ class StepIntegral:
         return queries.with_columns(self.line.span(queries, t0, t1, {out: upto}, 0.0))
 
 
-__all__ = ["Coverage", "Precedence", "StepIntegral", "WeightedPrecedence", "micros"]
+def holes(frame: pl.DataFrame, windows: pl.DataFrame, keys: str | Sequence[str], start: str = "start",
+          end: str = "end") -> pl.DataFrame:
+    """The parts of each key's window [w0, w1) that no interval of the key covers: (keys, g0, g1),
+    sorted. `windows` holds one row per key (keys, w0, w1); a key without intervals is one hole.
+
+    One sort of the intervals clipped to their window, with the window's two edges as empty
+    intervals: a hole opens wherever an interval starts after every earlier one ended."""
+    k = _keys(keys)
+    tz = windows.schema["w0"]
+    w = windows.select(*k, micros("w0").alias("w0"), micros("w1").alias("w1")).filter(pl.col("w1") > pl.col("w0"))
+    w, codes = _encode(w, k)  # one Int64 per key: sorting and grouping on it, not on strings
+    f = frame.select(*k, micros(start).alias("a"), micros(end).alias("b")).drop_nulls()
+    f = f.join(codes, on=k, how="inner").drop(k) if k else f.with_columns(pl.lit(0, dtype=pl.Int64).alias("_code"))
+    f = f.join(w, on="_code", how="inner")  # one window per key
+    f = f.select("_code", pl.max_horizontal("a", "w0").alias("a"), pl.min_horizontal("b", "w1").alias("b"))
+    edges = pl.concat([w.select("_code", pl.col(c).alias("a"), pl.col(c).alias("b")) for c in ("w0", "w1")])
+    f = pl.concat([f.filter(pl.col("b") > pl.col("a")), edges]).sort("_code", "a", "b")
+    f = f.with_columns(_within(pl.col("b").cum_max().shift(1)).alias("g0"))
+    out = f.filter(pl.col("a") > pl.col("g0")).select("_code", "g0", pl.col("a").alias("g1"))
+    out = out.join(codes, on="_code", how="left", maintain_order="left").select(*k, "g0", "g1") if k else out.drop("_code")
+    return out.with_columns(pl.from_epoch(c, "us").cast(tz).alias(c) for c in ("g0", "g1"))
+
+
+__all__ = ["Coverage", "Precedence", "StepIntegral", "WeightedPrecedence", "holes", "micros"]

@@ -11,6 +11,7 @@ from datetime import datetime, timedelta, timezone
 
 import polars as pl
 
+from . import future
 from .config import Config
 from .contract import TS
 
@@ -29,15 +30,24 @@ class Period:
         return (self.end - self.start).total_seconds() / 3600
 
 
-def resolve_period(config: Config, allocations: pl.DataFrame) -> Period:
-    """The reporting period: the config's, or the whole UTC days the allocations cover."""
+def resolve_period(config: Config, allocations: pl.DataFrame, now: datetime | None = None) -> Period:
+    """The reporting period: the config's, or the whole UTC days the allocations cover.
+
+    Future-dated allocations (future.py; `now` defaults to the wall clock) do not define it: one
+    job dated 2099 would stretch it to 73 years. They stay in the data, counted for their part
+    inside the period, and the report names them in its gaps."""
     p = config.period
     start, end = p.start, p.end
     if start is None or end is None:
         if allocations.height == 0:
             raise ValueError("no period in the config and no allocations to infer one from")
-        lo = allocations["start"].min()
-        hi = allocations["end"].max()
+        t = future.clock(now)
+        dated = allocations.filter(~future.is_future("allocations", t))
+        if dated.height == 0:
+            raise ValueError(f"no period in the config and every allocation ({allocations.height:,}) is future-dated "
+                             f"(after {t:%Y-%m-%d} + 1 day): give [period] start and end")
+        lo = dated["start"].min()
+        hi = dated["end"].max()
         day0 = datetime(lo.year, lo.month, lo.day, tzinfo=timezone.utc)
         day1 = datetime(hi.year, hi.month, hi.day, tzinfo=timezone.utc)
         if day1 < hi:

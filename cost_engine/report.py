@@ -7,7 +7,7 @@ from typing import Any
 
 import polars as pl
 
-from . import idle
+from . import coverage, idle
 from .contract import IDLE, UNATTRIBUTED
 from .engine import Computation
 from .ledger import clip
@@ -33,8 +33,10 @@ def _div(a: float | None, b: float | None) -> float | None:
     return a / b
 
 
-def owner_table(comp: Computation, keys: list[str]) -> pl.DataFrame:
-    """Measures per owner (tenant or tenant+project): cost where it landed, hours, energy, tokens."""
+def owner_table(comp: Computation, keys: list[str], unpriced: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Measures per owner (tenant or tenant+project): cost where it landed, hours, energy, tokens.
+
+    `unpriced`: coverage.Partial.unpriced when the caller has it (else computed here)."""
     owned = pl.col("dest") == "owner"
     # Lazy: the filters then read only the columns the sums need, not every money column.
     cost = comp.money.lazy().filter(owned).group_by(keys).agg(
@@ -72,12 +74,16 @@ def owner_table(comp: Computation, keys: list[str]) -> pl.DataFrame:
         unmetered = (pl.col("allocated_gpu_hours") > 0) & pl.col("energy_kwh_gpu").is_null() & (pl.col("energy_cost") == 0)
         t = t.with_columns(pl.when(~unmetered).then(pl.col("energy_cost")).alias("energy_cost"))
     uncosted = uncosted_pools(comp)
-    if uncosted:
+    # An owner that held cards no price reached (none is in force for their pool then) has no
+    # known cost: null, not $0.
+    holed = coverage.rate_hole_owners(comp) if unpriced is None else unpriced
+    if uncosted or holed.height:
         # An owner that no cost reached and that held cards of a pool no cost input reaches has
         # an unknown cost, not $0. (One that a cost did reach keeps it; the gap names the pool.)
-        blind = (comp.seg.lazy().filter(pl.col("project").is_not_null() & pl.col("pool").is_in(uncosted)
-                                        & (pl.col("alloc_h") > 0))
-                 .select(*keys).unique().with_columns(pl.lit(True).alias("_uncosted")).collect())
+        blind = pl.concat([
+            comp.seg.lazy().filter(pl.col("project").is_not_null() & pl.col("pool").is_in(uncosted)
+                                   & (pl.col("alloc_h") > 0)).select(*keys).collect(),
+            holed.select(*keys)]).unique().with_columns(pl.lit(True).alias("_uncosted"))
         t = t.join(blind, on=keys, how="left").with_columns(
             pl.when(pl.col("_uncosted").is_null() | ~pl.col("_no_money")).then(pl.col(c)).alias(c)
             for c in ("cost", "inference_cost", "energy_cost")
@@ -303,6 +309,8 @@ def build_report(comp: Computation) -> dict:
         comp.inputs.group_by("category").agg(pl.col("amount").sum().alias("cost")).sort(["cost", "category"],
                                                                                           descending=[True, False])
     )
+    tot = totals(comp)
+    part = coverage.partial(comp, energy_priced_by_measurement(comp), tot["carbon_kg"] is not None)
     return {
         "period": {
             "start": comp.period.start.isoformat().replace("+00:00", "Z"),
@@ -311,9 +319,9 @@ def build_report(comp: Computation) -> dict:
             "currency": comp.period.currency,
         },
         "boundary": {"name": cfg.boundary.name, "categories": list(cfg.boundary.included)},
-        "totals": {k: _num(v) for k, v in totals(comp).items()},
-        "by_tenant": _rows(owner_table(comp, ["tenant"])),
-        "by_project": _rows(owner_table(comp, ["tenant", "project"])),
+        "totals": {k: _num(v) for k, v in tot.items()},
+        "by_tenant": _rows(owner_table(comp, ["tenant"], part.unpriced)),
+        "by_project": _rows(owner_table(comp, ["tenant", "project"], part.unpriced)),
         "by_model": _rows(by_model),
         "by_category": _rows(by_category),
         "idle": _rows(idle_rows),
@@ -322,7 +330,10 @@ def build_report(comp: Computation) -> dict:
         "reconciliation": reconciliation(comp),
         "unattributed": unattributed(comp),
         "rejected": _rows(comp.rejected),
-        "gaps": [{"what": w, "detail": d} for w, d in [*comp.gaps, *cost_gaps(comp)]],
+        "gaps": [{"what": w, "detail": d} for w, d in [*comp.gaps, *cost_gaps(comp), *part.gaps]],
+        # Figures built on a span no rate or tariff covers (coverage.py): the figure's name, where
+        # it is (totals, by_tenant, by_project, by_category), its row's key, and why.
+        "partial": part.figures,
         "methods": {
             "energy_kwh_facility": f"allocation method: GPU kWh x server_overhead {cfg.energy.server_overhead:g} x PUE {cfg.energy.pue:g}",
             "activity": (f"threshold: util >= {cfg.activity.threshold_pct:g}%" if cfg.activity.mode == "threshold"

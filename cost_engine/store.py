@@ -24,6 +24,8 @@ import pyarrow as pa
 from .bundle import Bundle, release_pages
 from .store_files import (CREATING, clear_interrupted, describe_file, empty_duckdb, looks_like_duckdb, no_room,
                           publish)
+from . import future
+from .future import FutureRows
 from .contract import RECORD_KEYS, REJECTED_SCHEMA, TABLE_NAMES, TABLES, empty, schema
 
 # ---------------------------------------------------------------------------------------------
@@ -1093,6 +1095,26 @@ def request_batches(
                     assert isinstance(got, pl.DataFrame)
                     pending, rows = [], 0
                     yield got.rechunk().cast(dict(target))  # type: ignore[arg-type]
+
+
+def future_rows(db_path: str | Path, table: str, now: datetime) -> FutureRows | None:
+    """The future-dated rows of a stored table (future.scan, in SQL with bound limits): for the
+    tables a report leaves in the store (telemetry, requests). One scan of its time columns."""
+    with connect(db_path) as con:
+        if not _has_table(con, table):
+            return None
+        have = set(_table_columns(con, table))
+        lim = [(c, t) for c, t in future.limits(table, now) if c in have]
+        if not lim:
+            return None
+        past = " OR ".join(f"{_q(c)} > ?" for c, _ in lim)
+        first = ", ".join(f"min(CASE WHEN {_q(c)} > ? THEN {_q(c)} END)" for c, _ in lim)
+        first = first if len(lim) == 1 else f"least({first})"
+        row = _one(con, f"SELECT count(*) FILTER (WHERE {past}), {first} FROM {_q(table)}",
+                   [t for _, t in lim] * 2)
+    if not row or not row[0]:
+        return None
+    return FutureRows(table, int(row[0]), row[1].astimezone(timezone.utc))
 
 
 def _where(table: str, filters: dict[str, list[str]] | None, ids: list[str] | None) -> tuple[str, list[Any]] | None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import polars as pl
 
-from . import report
+from . import coverage, report
 from .contract import IDLE, UNATTRIBUTED
 from .engine import Computation
 from .views_filters import Filters, TOKEN_COLS, apply_filters
@@ -135,4 +135,7 @@ def by_category(comp: Computation, filters: Filters | None = None) -> pl.DataFra
 
 
 def gaps(comp: Computation) -> pl.DataFrame:
-    return pl.DataFrame([{"what": w, "detail": d} for w, d in comp.gaps], schema={"what": pl.String, "detail": pl.String})
+    """The report's gaps: the engine's, what no cost reaches, and the spans no rate or tariff covers."""
+    more = [*report.cost_gaps(comp), *coverage.partial(comp, report.energy_priced_by_measurement(comp)).gaps]
+    return pl.DataFrame([{"what": w, "detail": d} for w, d in [*comp.gaps, *more]],
+                        schema={"what": pl.String, "detail": pl.String})

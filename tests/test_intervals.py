@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 
 from cost_engine.contract import TS
-from cost_engine.intervals import Coverage, Precedence, StepIntegral, WeightedPrecedence
+from cost_engine.intervals import Coverage, Precedence, StepIntegral, WeightedPrecedence, holes
 
 T0 = datetime(2026, 10, 1, tzinfo=timezone.utc)
 H = 3_600_000_000  # an hour in microseconds
@@ -138,3 +138,21 @@ def test_weighted_precedence_without_keys_charges_each_cause_the_price_of_its_ow
     q = pl.DataFrame({"t0": [h(0)], "t1": [h(8)]}).with_columns(pl.col("t0", "t1").cast(TS))
     got = WeightedPrecedence.of(quota, prices).weighted(q, "t0", "t1", "v")
     assert got.select("v0", "v1").rows() == [pytest.approx((28_800.0, 28_800.0))]
+
+
+def test_holes_are_the_parts_of_each_window_no_interval_covers():
+    """Window 0-24 h for pools a, b, c. a: [0,6) and [6,8) touching (no hole at 6), [9,11), and
+    [10,30) reaching past the window: one hole 8-9. b: [2,4), [3,5) overlapping: holes 0-2 and
+    5-24. c: no interval: one hole 0-24. d has an interval but no window: nothing. Keyless, a's
+    and b's intervals together (b's lie inside a's 0-8): the hole 8-9 only."""
+    f = frame([{"pool": "a", "start": h(0), "end": h(6)}, {"pool": "a", "start": h(6), "end": h(8)},
+               {"pool": "a", "start": h(10), "end": h(30)}, {"pool": "a", "start": h(9), "end": h(11)},
+               {"pool": "b", "start": h(2), "end": h(4)}, {"pool": "b", "start": h(3), "end": h(5)},
+               {"pool": "d", "start": h(0), "end": h(1)}])
+    w = pl.DataFrame({"pool": ["a", "b", "c"], "w0": [h(0)] * 3, "w1": [h(24)] * 3}).with_columns(
+        pl.col("w0", "w1").cast(TS))
+    got = holes(f, w, "pool")
+    assert got.rows() == [("a", h(8), h(9)), ("b", h(0), h(2)), ("b", h(5), h(24)), ("c", h(0), h(24))]
+    assert got.schema["g0"] == TS
+    keyless = holes(f.filter(pl.col("pool") != "d").drop("pool"), w.head(1).drop("pool"), [])
+    assert keyless.rows() == [(h(8), h(9))]

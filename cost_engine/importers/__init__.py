@@ -31,7 +31,7 @@ from zoneinfo import ZoneInfo
 
 import polars as pl
 
-from .. import csv_guard
+from .. import csv_guard, future
 from ..bundle import ROW, Bundle, BundleError, validate_frame
 from ..config import Config
 from ..contract import TABLES, empty
@@ -70,6 +70,8 @@ class ImportOptions:
     owner_label: str | None = None
     # prometheus: a node label (kube_node_labels) naming the pool of a node's cards
     pool_label: str | None = None
+    # every format: the time future-dated rows are judged by (future.py; default the wall clock)
+    now: datetime | None = None
 
 
 @dataclass
@@ -226,17 +228,19 @@ def import_files(
         if not f.is_file():
             raise ImportFailed(f"{f}: no such file")
     parsed = importer.read(files, options, config)
-    result = validate_parsed(fmt, parsed, config)
+    result = validate_parsed(fmt, parsed, config, now=options.now)
     result.input_records = any(f.read_bytes().strip() for f in files)
     return result
 
 
-def validate_parsed(fmt: str, parsed: Parsed, config: Config) -> ImportResult:
-    """Pass an importer's rows through bundle validation (also for rows read over HTTP)."""
-    return _validate(fmt, parsed, config)
+def validate_parsed(fmt: str, parsed: Parsed, config: Config, now: datetime | None = None) -> ImportResult:
+    """Pass an importer's rows through bundle validation (also for rows read over HTTP).
+
+    Future-dated rows (future.py, judged at `now`) are kept and named in the notes, per table."""
+    return _validate(fmt, parsed, config, future.clock(now))
 
 
-def _validate(fmt: str, parsed: Parsed, config: Config) -> ImportResult:
+def _validate(fmt: str, parsed: Parsed, config: Config, now: datetime) -> ImportResult:
     frames: dict[str, pl.DataFrame] = {}
     unmapped = [
         {"file": f, "row": r, "reason": why, "table": t} for f, r, why, t in parsed.unmapped
@@ -264,6 +268,7 @@ def _validate(fmt: str, parsed: Parsed, config: Config) -> ImportResult:
                              "table": table})
     frame = pl.DataFrame(unmapped, schema=UNMAPPED_SCHEMA) if unmapped else pl.DataFrame(schema=UNMAPPED_SCHEMA)
     frames = {t: frames[t] for t in TABLES if t in frames}  # contract order
+    notes += future.gaps(future.scan_tables(frames, now), now)
     ignored = [(why, sorted(names)) for why, names in sorted(parsed.ignored.items())]
     return ImportResult(format=fmt, frames=frames, unmapped=frame.sort("file", "row", nulls_last=True,
                                                                        maintain_order=True), notes=notes,
