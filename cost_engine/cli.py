@@ -31,7 +31,45 @@ def _pct(v) -> str:
     return "unknown" if v is None else f"{100 * v:.1f}%"
 
 
-@click.group()
+class _Commands(click.Group):
+    """The command group: a damaged store file, met by any command at any depth (a truncated
+    copy, an overwritten block), ends it with one message naming the file and exit 2."""
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        words = list(args)  # the command line, for naming the file of a damage error
+        ctx = super().make_context(info_name, args, parent, **extra)
+        ctx.meta["ailedger.words"] = words
+        return ctx
+
+    def invoke(self, ctx: click.Context):
+        words = ctx.meta.get("ailedger.words", [])
+        try:
+            return super().invoke(ctx)
+        except Exception as exc:
+            from .store import StoreDamaged
+            from .store_files import damaged, is_damage
+
+            if isinstance(exc, StoreDamaged):
+                _fail(str(exc))
+            if not is_damage(exc):
+                raise
+            _fail(damaged(_damaged_file(str(exc), words)))
+
+
+def _damaged_file(message: str, words: list[str]) -> str:
+    """The file DuckDB names in its message, else the command's first argument that is a
+    DuckDB file (a checksum error names only a block)."""
+    import re
+
+    from .store_files import looks_like_duckdb
+
+    named = re.search(r'from file "([^"]+)"', message)
+    if named:
+        return named.group(1)
+    return next((w for w in words if looks_like_duckdb(Path(w))), "(the store named above)")
+
+
+@click.group(cls=_Commands)
 @click.version_option(version=__version__, prog_name="ailedger")
 def main() -> None:
     """ailedger: what a tenant, a project or a model really costs."""
