@@ -111,3 +111,27 @@ def test_a_whole_store_is_not_damaged(good):
     with store.connect(good) as con:
         assert con.execute("SELECT count(*) FROM allocations").fetchone()[0] == 1
     assert store.is_store(good) and store.schema_version(good) >= 1
+
+
+def test_a_damage_error_from_any_depth_is_caught_by_the_command_group(good, tmp_path, monkeypatch):
+    """A DuckDB damage error raised past store.connect (here from the engine itself): the group
+    names the file DuckDB names, else the command's store argument (a checksum error names
+    only a block)."""
+    import duckdb
+
+    from cost_engine import api
+
+    db = tmp_path / "s.duckdb"
+    shutil.copyfile(good, db)
+    (tmp_path / "s.toml").write_text(CONFIG)
+    for message, named in ((f'IO Error: Could not read enough bytes from file "{db}": attempted', db),
+                           ("Corrupt database file: computed checksum 1 does not match stored checksum 0", db)):
+        def broken(*_a, _m=message, **_k):
+            raise duckdb.IOException(_m)
+
+        monkeypatch.setattr(api, "run", broken)
+        res = CliRunner().invoke(main, ["report", str(db)])
+        assert res.exit_code == 2 and isinstance(res.exception, SystemExit)
+        assert res.output.strip() == f"error: damaged store {named}: restore from backup (docs/store.md)"
+    monkeypatch.setattr(api, "run", lambda *a, **k: (_ for _ in ()).throw(duckdb.IOException("other")))
+    assert isinstance(CliRunner().invoke(main, ["report", str(db)]).exception, duckdb.IOException)  # not ours
