@@ -188,7 +188,7 @@ def scenario(file: Path, as_json: bool, sweeps: tuple[str, ...], pairs: tuple[st
     try:
         sc = sc_lib.load_scenario(file)
     except sc_lib.ScenarioError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise click.ClickException(terminal.printable(str(exc))) from None
     provenance: dict[str, str] = {}
     if calibrate_from is not None:
         from .api import run
@@ -204,7 +204,7 @@ def scenario(file: Path, as_json: bool, sweeps: tuple[str, ...], pairs: tuple[st
         sweep_frames = [(p, sc_lib.sweep(sc, p, vals)) for p, vals in sweep_specs]
         evens = [sc_lib.break_even(sc, a, b) for a, b in pair_specs]
     except sc_lib.ScenarioError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise click.ClickException(terminal.printable(str(exc))) from None
     if as_json:
         doc = {
             "scenario": sc.name,
@@ -218,7 +218,7 @@ def scenario(file: Path, as_json: bool, sweeps: tuple[str, ...], pairs: tuple[st
         try:
             terminal.echo(jsonout.dumps(doc, indent=2))
         except jsonout.NonFiniteError as exc:
-            raise click.ClickException(str(exc)) from None
+            raise click.ClickException(terminal.printable(str(exc))) from None
     else:
         if provenance:
             terminal.echo("calibrated from " + str(calibrate_from) + ":")
