@@ -51,11 +51,20 @@ def export_parquet(db_path: str | Path, folder: str | Path) -> BackupResult:
     db, out = Path(db_path), Path(folder).resolve()
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise BackupError(f"{folder}: exists and is not an empty folder (a backup never overwrites one)")
+    existed = out.exists()
     try:
         with store.connect(db, read_only=True) as con:
             con.execute(f"EXPORT DATABASE {_sql_string(out)} (FORMAT parquet)")
             rows = _row_counts(con)
     except store.StoreError as exc:
+        # The folder was new or empty: what is in it now is a part of a backup, never to be
+        # restored from (a damaged store fails half way through its tables).
+        parts = list(out.iterdir()) if existed else ([out] if out.is_dir() else [])
+        for part in parts:
+            if part.is_dir():
+                shutil.rmtree(part)
+            else:
+                part.unlink()
         raise BackupError(str(exc)) from None
     config = db.with_suffix(".toml")
     if config.is_file():

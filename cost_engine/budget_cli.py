@@ -14,12 +14,12 @@ from datetime import date, datetime, timezone
 import click
 
 from . import alerts as alert_rules
-from . import api, budgets, burn, periods
+from . import api, budgets, burn, periods, terminal
 from .config import ConfigError
 
 
 def _fail(msg: str) -> None:
-    click.echo(f"error: {msg}", err=True)
+    terminal.echo(f"error: {msg}", err=True)
     sys.exit(2)
 
 
@@ -73,16 +73,16 @@ def budgets_cmd(source: str, config: str | None, as_of: str | None, as_json: boo
         out = {k: data[k] for k in ("version", "source", "as_of", "burn_rate_at", "currency", "budgets", "burn_rate")}
         out["path"] = alert_rules.payload_rows(report.path)
         out["inactive"] = report.inactive
-        click.echo(json.dumps(out, indent=2))
+        terminal.echo(json.dumps(out, indent=2))
         return
-    click.echo(render_budgets(report, rate, comp.period.timezone, comp.period.currency))
+    terminal.echo(render_budgets(report, rate, comp.period.timezone, comp.period.currency))
 
 
 def render_budgets(report: budgets.BudgetReport, rate, tz: str, cur: str) -> str:
     lines = [f"budgets as of {report.as_of:%Y-%m-%d %H:%M}Z ({tz}, {cur})"]
     if report.status.height == 0:
         lines.append("  no budget in force" + (f" ({len(report.inactive)} not in force)" if report.inactive else ""))
-    for r in report.status.iter_rows(named=True):
+    for r in map(terminal.safe_tree, report.status.iter_rows(named=True)):  # names from the data: inert, one line
         span = f"{periods.local_date(r['window_start'], tz)}..{budgets.report_day(r['window_end'], tz)}"
         lines.append(f"  {r['budget_id']}  {r['level']} {r['owner']}  {r['period_kind']} {span}  [{r['status']}]")
         lines.append(
@@ -96,11 +96,11 @@ def render_budgets(report: budgets.BudgetReport, rate, tz: str, cur: str) -> str
         if r["note"]:
             lines.append(f"    note: {r['note']}")
     if report.inactive:
-        lines.append("  not in force: " + ", ".join(report.inactive))
+        lines.append("  not in force: " + ", ".join(map(terminal.safe, report.inactive)))
     lines.append(f"burn rate now ({cur}/h, from the allocations open at {report.live_at:%Y-%m-%d %H:%M}Z)")
     if rate.height == 0:
         lines.append("  nothing allocated")
-    for r in rate.iter_rows(named=True):
+    for r in map(terminal.safe_tree, rate.iter_rows(named=True)):
         lines.append(f"  {r['tenant']:<24} {_money(r['cost_per_hour']):>12}   {r['gpus']:.2f} GPUs   {r['basis']}")
     return "\n".join(lines)
 
@@ -117,11 +117,11 @@ def alerts_cmd(source: str, config: str | None, as_of: str | None, as_json: bool
     found = alert_rules.evaluate(comp, report)
     data = alert_rules.payload(found, report, rate, comp, source)
     if as_json:
-        click.echo(json.dumps(data, indent=2))
+        terminal.echo(json.dumps(data, indent=2))
     else:
-        click.echo(f"ailedger alerts as of {data['as_of']} ({data['currency']})")
-        for r in found.iter_rows(named=True):
+        terminal.echo(f"ailedger alerts as of {data['as_of']} ({data['currency']})")
+        for r in map(terminal.safe_tree, found.iter_rows(named=True)):
             if r["state"] != alert_rules.OK or show_all:
-                click.echo(f"  {r['state'].upper():<8} {r['rule']:<26} {r['subject']}: {r['message']}")
-        click.echo(f"{data['firing']} firing, {data['unknown']} unknown, {data['checked']} checked")
+                terminal.echo(f"  {r['state'].upper():<8} {r['rule']:<26} {r['subject']}: {r['message']}")
+        terminal.echo(f"{data['firing']} firing, {data['unknown']} unknown, {data['checked']} checked")
     sys.exit(1 if data["firing"] else 0)

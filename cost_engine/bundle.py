@@ -24,7 +24,7 @@ import polars as pl
 
 from .config import Config
 from .contract import TABLE_NAMES, empty
-from .bundle_formats import _note_blank_rows, _read_raw, _table_of
+from .bundle_formats import _note_blank_rows, _read_raw, table_of
 from .bundle_stream import _stream, _streams, release_pages, spill_folder
 from .bundle_validate import REJECTIONS_SCHEMA, ROW, BundleError, validate_frame
 
@@ -110,7 +110,7 @@ def _find_table_files(root: Path) -> tuple[dict[str, Path], list[str]]:
         name = entry.name
         if name in COMPANION_FILES or name.startswith("."):
             continue  # the config belongs to the caller; dotfiles are OS/editor litter
-        table = _table_of(name) if entry.is_file() else None
+        table = table_of(name) if entry.is_file() else None
         if table is None:
             unknown.append(name + ("/" if entry.is_dir() else ""))
         else:

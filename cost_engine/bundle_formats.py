@@ -54,7 +54,8 @@ class _RawFile:
     blank_rows: tuple[int, ...] = ()  # CSV rows with every field empty, skipped (and noted)
 
 
-def _table_of(name: str) -> str | None:
+def table_of(name: str) -> str | None:
+    """The contract table a bundle file name holds (`allocations.csv.gz` -> allocations), else None."""
     for suffix in _SUFFIXES:
         if name.endswith(suffix) and name[: -len(suffix)] in TABLES:
             return name[: -len(suffix)]
@@ -159,7 +160,7 @@ def _check_csv_header(source: bytes | Path, name: str) -> None:
     except Exception:
         return  # the header itself does not parse: the caller's error stands
     _reserve_row(header.columns, name)
-    table = _table_of(name)
+    table = table_of(name)
     if table is not None:
         _check_columns(table, _tidy_header(header, name), name)
 
@@ -323,7 +324,7 @@ def _jsonl_by_line(text: str, name: str) -> _RawFile:
     frame = pl.from_dicts(rows, schema={ROW: pl.Int64, **{k: pl.String for k in keys}})
     rejected = pl.DataFrame(
         {
-            "table": [_table_of(name)] * len(bad),
+            "table": [table_of(name)] * len(bad),
             "row": [n for n, _ in bad],
             "reason": [r for _, r in bad],
             "file": [name] * len(bad),

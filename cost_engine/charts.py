@@ -6,7 +6,9 @@ wall-clock strings in the period's time zone (the axis title names the zone).
 
 Names that come from the data (tenants, projects, models, pools...) pass through `label()`:
 Plotly renders a small HTML subset in text, so `<`, `>` and `&` are written as entities
-and a name like `<b>x</b>` or `<script>` shows as the literal text.
+and a name like `<b>x</b>` or `<script>` shows as the literal text. The currency (from the
+config) gets the same; a `title` handed to a builder is chart text: its caller escapes the
+data in it with `label()` (exports_meta.titled escapes its title and subtitle itself).
 """
 
 from __future__ import annotations
@@ -152,6 +154,7 @@ def _empty(title: str, message: str = "no data for this selection") -> go.Figure
 
 def spend_by_tenant(frame: pl.DataFrame, currency: str = "USD", top: int = 10) -> go.Figure:
     """Horizontal bars of cost per tenant, highest at the top (views.top_tenants)."""
+    currency = label(currency)  # from the config: chart text like any name
     title = f"Spend by tenant (top {top}, {currency})"
     t = frame.head(top)
     if t.height == 0:
@@ -174,6 +177,7 @@ def trend(frame: pl.DataFrame, currency: str = "USD", timezone: str = "UTC", gra
 
     `frame`: views.trend (days) or period_views.trend_buckets (days, weeks or months, with
     `partial`): a partial bucket's bar is hatched and labelled "partial"."""
+    currency = label(currency)  # from the config: chart text like any name
     title = {"day": "Trend by day", "week": "Trend by week", "month": "Trend by month"}.get(grain, "Trend")
     if frame.height == 0:
         return _empty(title)
@@ -201,6 +205,7 @@ def idle_by_cause(frame: pl.DataFrame, measure: str = "gpu_hours", title: str = 
                   currency: str = "USD") -> go.Figure:
     """One bar per idle cause and kind, coloured by cause; the legend names the causes (held
     idle hatched), so the chart reads without the table."""
+    currency = label(currency)  # from the config: chart text like any name
     if frame.height == 0 or frame[measure].sum() == 0:
         return _empty(title, "no idle time in this selection")
     t = frame.filter(pl.col(measure) > 0).sort(measure, descending=True)
@@ -237,7 +242,7 @@ def ranking_bar(frame: pl.DataFrame, name_col: str, value_col: str, title: str, 
                text=vals, texttemplate="%{x:" + fmt + "}", textposition="auto", cliponaxis=False,
                hovertemplate="%{y}<br>%{x:" + fmt + "} " + label(unit) + "<extra></extra>")
     )
-    axis_title = unit or words.column(value_col)
+    axis_title = label(unit) if unit else words.column(value_col)
     return _layout(fig, title, xaxis={"title": axis_title, "tickformat": ",.0f" if unit else None},
                    yaxis={"automargin": True}, height=max(320, 40 + 28 * t.height))
 
@@ -248,6 +253,7 @@ def ranking_bar(frame: pl.DataFrame, name_col: str, value_col: str, title: str, 
 def idle_stacked(frame: pl.DataFrame, measure: str = "gpu_hours", timezone: str = "UTC", currency: str = "USD",
                  grain: str = "day") -> go.Figure:
     """Idle per bucket stacked by cause (views.idle_daily or period_views.idle_buckets)."""
+    currency = label(currency)  # from the config: chart text like any name
     unit = "GPU-hours" if measure == "gpu_hours" else (f"Cost ({currency})" if measure == "cost" else "kWh")
     title = f"Idle {'GPU-hours' if measure == 'gpu_hours' else measure} by {grain} and cause"
     if frame.height == 0:
@@ -275,6 +281,7 @@ def idle_stacked(frame: pl.DataFrame, measure: str = "gpu_hours", timezone: str 
 
 def idle_by_pool(frame: pl.DataFrame, measure: str = "gpu_hours", currency: str = "USD") -> go.Figure:
     """Idle per pool / accelerator, stacked by cause (views.idle_by_pool)."""
+    currency = label(currency)  # from the config: chart text like any name
     title = "Idle GPU-hours by pool and accelerator" if measure == "gpu_hours" else "Idle cost by pool and accelerator"
     if frame.height == 0:
         return _empty(title, "no idle time in this selection")
@@ -350,6 +357,7 @@ def card_timeline(timeline: pl.DataFrame, allocations: pl.DataFrame, card: str, 
 def energy_daily(frame: pl.DataFrame, currency: str = "USD", timezone: str = "UTC", grain: str = "day") -> go.Figure:
     """GPU and facility kWh per bucket (bars) and energy cost (line, right axis)
     (views.energy_daily or period_views.energy_buckets, partial buckets marked)."""
+    currency = label(currency)  # from the config: chart text like any name
     title = f"Energy by {grain}"
     if frame.height == 0:
         return _empty(title)
@@ -424,6 +432,7 @@ def tokens_per_joule(frame: pl.DataFrame) -> go.Figure:
 
 def unit_costs(frame: pl.DataFrame, target: float | None = None, currency: str = "USD") -> go.Figure:
     """$/1M tokens per model (all, uncached input, cached input, output, good) against a target."""
+    currency = label(currency)  # from the config: chart text like any name
     title = f"Cost per 1M tokens by model ({currency})"
     if frame.height == 0:
         return _empty(title, "no model served tokens in this selection")
@@ -466,6 +475,7 @@ def token_mix(frame: pl.DataFrame) -> go.Figure:
 def compare_rules(frame: pl.DataFrame, name_col: str, currency: str = "USD", a_name: str = "A",
                   b_name: str = "B") -> go.Figure:
     """Cost per owner under rule sets A and B (views.compare_rules)."""
+    currency = label(currency)  # from the config: chart text like any name
     title = f"Cost under {label(a_name)} vs {label(b_name)} ({currency})"
     if frame.height == 0:
         return _empty(title)
@@ -491,6 +501,7 @@ def waterfall(effects: pl.DataFrame, base_total: float, new_total: float, curren
     optional `short` for the axis, `value`; the effects add up to the change). Effects of 0 are
     left out; an unknown effect (null value) is named under the chart, never drawn as 0. The
     value axis spans the bars' ends, not from 0, so a small change stays readable."""
+    currency = label(currency)  # from the config: chart text like any name
     title = title or f"Why the cost changed ({currency})"
     axis = "short" if "short" in effects.columns else "label"
     shown = effects.filter(pl.col("value").is_not_null() & (pl.col("value").abs() > 1e-9))
@@ -548,6 +559,7 @@ def budget_burndown(path: pl.DataFrame, amount: float | None, name: str, currenc
                     timezone: str = "UTC") -> go.Figure:
     """Budget left day by day (budgets.evaluate's path for one budget): booked days solid, the
     forecast dashed with its 80 % and 95 % bands, zero marked."""
+    currency = label(currency)  # from the config: chart text like any name
     title = f"Burn-down: {label(name)} ({currency} left)"
     if path.height == 0 or amount is None:
         return _empty(title, "no figures for this budget (see its note)")

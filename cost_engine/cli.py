@@ -7,12 +7,12 @@ from pathlib import Path
 
 import click
 
-from . import __version__, api, jsonout
+from . import __version__, api, future, jsonout, terminal
 from .config import ConfigError
 
 
 def _fail(msg: str) -> None:
-    click.echo(f"error: {msg}", err=True)
+    terminal.echo(f"error: {msg}", err=True)
     sys.exit(2)
 
 
@@ -31,7 +31,45 @@ def _pct(v) -> str:
     return "unknown" if v is None else f"{100 * v:.1f}%"
 
 
-@click.group()
+class _Commands(click.Group):
+    """The command group: a damaged store file, met by any command at any depth (a truncated
+    copy, an overwritten block), ends it with one message naming the file and exit 2."""
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        words = list(args)  # the command line, for naming the file of a damage error
+        ctx = super().make_context(info_name, args, parent, **extra)
+        ctx.meta["ailedger.words"] = words
+        return ctx
+
+    def invoke(self, ctx: click.Context):
+        words = ctx.meta.get("ailedger.words", [])
+        try:
+            return super().invoke(ctx)
+        except Exception as exc:
+            from .store import StoreDamaged
+            from .store_files import damaged, is_damage
+
+            if isinstance(exc, StoreDamaged):
+                _fail(str(exc))
+            if not is_damage(exc):
+                raise
+            _fail(damaged(_damaged_file(str(exc), words)))
+
+
+def _damaged_file(message: str, words: list[str]) -> str:
+    """The file DuckDB names in its message, else the command's first argument that is a
+    DuckDB file (a checksum error names only a block)."""
+    import re
+
+    from .store_files import looks_like_duckdb
+
+    named = re.search(r'from file "([^"]+)"', message)
+    if named:
+        return named.group(1)
+    return next((w for w in words if looks_like_duckdb(Path(w))), "(the store named above)")
+
+
+@click.group(cls=_Commands)
 @click.version_option(version=__version__, prog_name="ailedger")
 def main() -> None:
     """ailedger: what a tenant, a project or a model really costs."""
@@ -61,20 +99,22 @@ def report(source: str, config: str | None, as_json: bool, top: int) -> None:
     if as_json:
         _echo_json(rep)
         return
-    click.echo(render_summary(rep, top))
+    terminal.echo(render_summary(rep, top))
 
 
 def _echo_json(doc: dict) -> None:
     """Print a JSON document; a NaN or infinite figure is an error naming where it sits."""
     try:
-        click.echo(jsonout.dumps(doc, indent=2, default=str))
+        terminal.echo(jsonout.dumps(doc, indent=2, default=str))
     except jsonout.NonFiniteError as exc:
         _fail(str(exc))
 
 
 def render_summary(rep: dict, top: int = 5) -> str:
     """A terminal summary: totals, top tenants, idle by cause, reconciliation."""
-    t, p, cur = rep["totals"], rep["period"], rep["period"]["currency"]
+    # Names from the data and the config pass through terminal.safe: one line each, inert.
+    name = terminal.safe
+    t, p, cur = rep["totals"], rep["period"], name(rep["period"]["currency"])
     # Figures built on a span no rate or tariff covers say so (report "partial", coverage.py).
     part = {f["figure"] for f in rep.get("partial", []) if f["table"] == "totals"}
     owed = {f["row"]["tenant"] for f in rep.get("partial", []) if f["table"] == "by_tenant" and f["figure"] == "cost"}
@@ -83,8 +123,8 @@ def render_summary(rep: dict, top: int = 5) -> str:
         return " (partial)" if figure in part else ""
 
     lines = [
-        f"ailedger report  {p['start']} .. {p['end']}  ({p['timezone']}, {cur})",
-        f"boundary: {rep['boundary']['name']} ({', '.join(rep['boundary']['categories'])})",
+        f"ailedger report  {p['start']} .. {p['end']}  ({name(p['timezone'])}, {cur})",
+        f"boundary: {name(rep['boundary']['name'])} ({', '.join(map(name, rep['boundary']['categories']))})",
         "",
         "GPU-hours    available {:>12}   allocated {:>12}   active {:>12}".format(
             _hours(t["available_gpu_hours"]), _hours(t["allocated_gpu_hours"]), _hours(t["active_gpu_hours"])),
@@ -102,12 +142,12 @@ def render_summary(rep: dict, top: int = 5) -> str:
         f"top tenants by cost ({cur})",
     ]
     for r in rep["by_tenant"][:top]:
-        lines.append(f"  {r['tenant']:<24} {_money(r['cost']):>14}   {_hours(r['allocated_gpu_hours']):>10} GPU-h"
+        lines.append(f"  {name(r['tenant']):<24} {_money(r['cost']):>14}   {_hours(r['allocated_gpu_hours']):>10} GPU-h"
                      + (" (partial)" if r["tenant"] in owed else ""))
     lines.append("")
     lines.append("idle by cause")
     for r in rep["idle"]:
-        lines.append(f"  {r['kind']:<12} {r['cause']:<20} {_hours(r['gpu_hours']):>10} GPU-h {_money(r['cost']):>14}")
+        lines.append(f"  {name(r['kind']):<12} {name(r['cause']):<20} {_hours(r['gpu_hours']):>10} GPU-h {_money(r['cost']):>14}")
     rc = rep["reconciliation"]
     lines += [
         "",
@@ -123,7 +163,7 @@ def render_summary(rep: dict, top: int = 5) -> str:
         # The costliest few: a gateway log can carry a million unmapped keys (all in --json).
         keys = rep["unattributed"][:UNATTRIBUTED_SHOWN]
         more = len(rep["unattributed"]) - len(keys)
-        lines.append("unattributed keys: " + ", ".join(f"{u['source']}:{u['key']} ({_money(u['cost'])})" for u in keys)
+        lines.append("unattributed keys: " + ", ".join(f"{name(u['source'])}:{name(u['key'])} ({_money(u['cost'])})" for u in keys)
                      + (f", and {more:,} more (see --json)" if more > 0 else ""))
     if rep["rejected"]:
         lines.append(f"rejected rows: {len(rep['rejected'])} (see --json)")
@@ -131,7 +171,7 @@ def render_summary(rep: dict, top: int = 5) -> str:
         lines.append(f"partial figures: {', '.join(sorted(part))} (built on spans without a rate or tariff; "
                      "see the gaps: rate, tariff and carbon coverage)")
     if rep["gaps"]:
-        lines.append(f"gaps: {len(rep['gaps'])}: " + "; ".join(g["what"] for g in rep["gaps"][:6]))
+        lines.append(f"gaps: {len(rep['gaps'])}: " + "; ".join(name(g["what"]) for g in rep["gaps"][:6]))
     return "\n".join(lines)
 
 
@@ -173,16 +213,14 @@ def ingest(bundle: str, db: str, config: str | None, replace: bool, rollup_dir: 
             _fail(f"{exc} (nothing was written; use --replace to overwrite)")
         except store.StoreError as exc:  # not a store, newer or damaged, disk full: said first
             _fail(str(exc))
-    click.echo(describe_ingest(result))
-    from . import future
-
+    terminal.echo(describe_ingest(result))
     now = future.clock(None)
     for what, detail in future.gaps(future.scan_tables(b.tables, now), now):
-        click.echo(f"note: {what}: {detail}")
+        terminal.echo(f"note: {terminal.safe(what)}: {terminal.safe(detail)}")
     cfg_src = api.find_config(bundle, config)
     if cfg_src is not None:
         # Keep the bundle's config beside the store so `ailedger report FILE` reads the same period.
-        click.echo(keep_config(Path(cfg_src), Path(db)))
+        terminal.echo(keep_config(Path(cfg_src), Path(db)))
     if rollup_dir:
         from . import quarter_store
 
@@ -190,15 +228,15 @@ def ingest(bundle: str, db: str, config: str | None, replace: bool, rollup_dir: 
             n = quarter_store.ingest_rollup(db, rollup_dir)
         except (ValueError, store.StoreError) as exc:
             _fail(f"{rollup_dir}: {exc}")
-        click.echo(f"telemetry rollup: {n:,} card quarter hours stored from {rollup_dir}")
+        terminal.echo(f"telemetry rollup: {n:,} card quarter hours stored from {rollup_dir}")
     elif result.rollup_s is not None:
-        click.echo(f"telemetry rollup refreshed in {result.rollup_s:.1f} s")
+        terminal.echo(f"telemetry rollup refreshed in {result.rollup_s:.1f} s")
     elif result.rollup_error is not None:
-        click.echo(f"telemetry rollup not refreshed ({result.rollup_error}); reports read raw samples")
+        terminal.echo(f"telemetry rollup not refreshed ({result.rollup_error}); reports read raw samples")
     if b.rejected.height:
-        click.echo(f"{b.rejected.height} rows rejected (kept in the store's rejected table):")
-        for r in b.rejected.head(20).iter_rows(named=True):
-            click.echo(f"  {r['file'] or r['table']} row {r['row']}: {r['reason']}")
+        terminal.echo(f"{b.rejected.height} rows rejected (kept in the store's rejected table):")
+        for r in map(terminal.safe_tree, b.rejected.head(20).iter_rows(named=True)):
+            terminal.echo(f"  {r['file'] or r['table']} row {r['row']}: {r['reason']}")
 
 
 def keep_config(src: Path, db: Path) -> str:
@@ -254,17 +292,17 @@ def explain(source: str, config: str | None, tenant, project, model, as_json: bo
             "requests_total": ex.requests.height,
         })
         return
-    who = " / ".join(x for x in (tenant, project, model) if x)
-    click.echo(f"{who}: cost {ex.total_cost:,.2f}")
-    click.echo(f"\nallocations ({ex.allocations.height})")
-    for r in ex.allocations.head(limit).iter_rows(named=True):
-        click.echo(f"  {r['allocation_id']:<16} {r['gpu_id'] or '':<18} {r['allocated_gpu_hours']:>9.2f} GPU-h {r['cost']:>12,.2f}")
-    click.echo(f"\ncost records ({ex.costs.height})")
-    for r in ex.costs.head(limit).iter_rows(named=True):
-        click.echo(f"  {r['cost_id']:<24} {r['category']:<14} {r['origin']:<16} {r['cost']:>12,.2f}")
-    click.echo(f"\nrequests ({ex.requests.height})")
-    for r in ex.requests.head(limit).iter_rows(named=True):
-        click.echo(f"  {r['request_id']:<20} {r['model']:<20} in {r['input_tokens']:>7} out {r['output_tokens']:>7} {r['status']}")
+    who = " / ".join(terminal.safe(x) for x in (tenant, project, model) if x)
+    terminal.echo(f"{who}: cost {ex.total_cost:,.2f}")
+    terminal.echo(f"\nallocations ({ex.allocations.height})")
+    for r in map(terminal.safe_tree, ex.allocations.head(limit).iter_rows(named=True)):
+        terminal.echo(f"  {r['allocation_id']:<16} {r['gpu_id'] or '':<18} {r['allocated_gpu_hours']:>9.2f} GPU-h {r['cost']:>12,.2f}")
+    terminal.echo(f"\ncost records ({ex.costs.height})")
+    for r in map(terminal.safe_tree, ex.costs.head(limit).iter_rows(named=True)):
+        terminal.echo(f"  {r['cost_id']:<24} {r['category']:<14} {r['origin']:<16} {r['cost']:>12,.2f}")
+    terminal.echo(f"\nrequests ({ex.requests.height})")
+    for r in map(terminal.safe_tree, ex.requests.head(limit).iter_rows(named=True)):
+        terminal.echo(f"  {r['request_id']:<20} {r['model']:<20} in {r['input_tokens']:>7} out {r['output_tokens']:>7} {r['status']}")
 
 
 from .scenario_cli import scenario  # noqa: E402  (a subcommand kept in its own module)
@@ -301,7 +339,7 @@ def rollup_cmd(telemetry: str, out: str, config: str | None, master: str | None)
             quarters.spark_rollup(spark, telemetry, out, rule)
         finally:
             spark.stop()
-    click.echo(f"rollup written to {out} (rule {quarters.rule_key(rule)})")
+    terminal.echo(f"rollup written to {out} (rule {quarters.rule_key(rule)})")
 
 
 main.add_command(scenario)

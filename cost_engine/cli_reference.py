@@ -17,7 +17,10 @@ Generated from the code by `python -m cost_engine.cli_reference > docs/cli.md`; 
 when this page and the commands disagree, so edit the commands' help, not this page. Every
 command also answers `--help`. Exit codes: 0 done; 1 an import that brought nothing (or
 `--strict` with unmapped records); 2 bad input, a conflict or a usage error, with nothing
-written; 3 `collect` without an NVIDIA driver.
+written (a damaged store file among them: "damaged store FILE: restore from backup",
+docs/store.md); 3 `collect` without an NVIDIA driver. Names from the data are printed with
+their control characters as visible escapes (`\\x1b`, `\\u2028`), so a name cannot drive the
+terminal; `--json` output is escaped by JSON itself.
 """
 
 

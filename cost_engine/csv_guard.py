@@ -19,6 +19,10 @@ import re
 import polars as pl
 
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+# Every character some reader ends a line at (str.splitlines' set): CR, LF, VT, FF, FS, GS,
+# RS, NEL, LINE SEPARATOR, PARAGRAPH SEPARATOR. A `# ...` comment line holding one would end
+# there, and the rest would be a row of the table: a formula row (issue 38).
+_LINE_BREAKS = re.compile("[\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]+")
 # A run of apostrophes, then a formula character: what the guard prefixes and the reader strips.
 _GUARDED = "^'*[=+\\-@\\t\\r]"
 _ESCAPED = "^'('*[=+\\-@\\t\\r])"
@@ -68,6 +72,11 @@ def unguard_frame(frame: pl.DataFrame) -> pl.DataFrame:
 def unguard_cell(value: str) -> str:
     """One text cell as written before the guard (Python's csv module)."""
     return _ESCAPED_RE.sub(r"\1", value, count=1)
+
+
+def one_line(text: str) -> str:
+    """The text with every run of line breaks folded to one space: a comment line stays one line."""
+    return _LINE_BREAKS.sub(" ", text)
 
 
 def is_guarded(value: str) -> bool:

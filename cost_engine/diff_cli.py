@@ -10,10 +10,10 @@ from zoneinfo import ZoneInfo
 import click
 import polars as pl
 
-from . import compare, diff, jsonout
+from . import compare, diff, jsonout, terminal
 
 def _fail(msg: str) -> None:
-    click.echo(f"error: {msg}", err=True)
+    terminal.echo(f"error: {msg}", err=True)
     sys.exit(2)
 
 
@@ -33,7 +33,7 @@ def render(d: diff.Diff, spans: tuple[compare.Span, compare.Span], tz: str, curr
     (b0, b1), (n0, n1) = spans
     change_pct = f" ({d.change / d.base_total:+.1%})" if d.base_total else ""
     lines = [
-        f"ailedger diff  {source}  by {d.by}  ({tz}, {currency})",
+        f"ailedger diff  {terminal.safe(source)}  by {d.by}  ({tz}, {terminal.safe(currency)})",
         f"base    {_when(b0, tz)} .. {_when(b1, tz)}   total {_money(d.base_total):>14}",
         f"period  {_when(n0, tz)} .. {_when(n1, tz)}   total {_money(d.new_total):>14}",
         f"change  {_money(d.change, True)}{change_pct}   residual {d.residual:.2e} (the effects add up to the change)",
@@ -47,12 +47,13 @@ def render(d: diff.Diff, spans: tuple[compare.Span, compare.Span], tz: str, curr
     for r in summary.iter_rows(named=True):
         if r["value"] is not None and abs(r["value"]) < 0.005 and not r["note"]:
             continue
-        lines.append(f"{r['label']:<{width}}  {_money(r['value'], True):>14}   {r['mainly'] or ''}".rstrip())
+        lines.append(f"{r['label']:<{width}}  {_money(r['value'], True):>14}   {terminal.safe(r['mainly'])}".rstrip())
     lines.append(f"{'new total':<{width}}  {_money(d.new_total):>14}")
     lines += ["", f"by {d.by} (largest changes first)"]
     keys = [k for k in d.effects["effect"].to_list()]
     names = d.owners.select(pl.when(pl.col("kind") == "owner").then(pl.col("key"))
                             .otherwise(pl.lit("(") + pl.col("kind") + pl.lit(")")).alias("n"))["n"].to_list()
+    names = [terminal.safe(n) for n in names[:top]]  # owner keys from the data: one inert line each
     kw = max([len(n) for n in names] + [len(d.by)])
     lines.append(f"  {d.by:<{kw}} {'base':>14} {'period':>14} {'change':>14}  status  largest effects")
     for name, r in zip(names[:top], d.owners.head(top).iter_rows(named=True)):
@@ -64,7 +65,7 @@ def render(d: diff.Diff, spans: tuple[compare.Span, compare.Span], tz: str, curr
     if d.owners.height > top:
         lines.append(f"  ... {d.owners.height - top} more (--top, or --json)")
     if d.notes:
-        lines += ["", "notes"] + [f"  {n}" for n in d.notes]
+        lines += ["", "notes"] + [f"  {terminal.safe(n)}" for n in d.notes]
     return "\n".join(lines)
 
 
@@ -73,8 +74,8 @@ def render_owner(d: diff.Diff, key: str, pages: dict[str, tuple], limit: int, wi
     the records of both periods they were computed from."""
     row = d.owner(key)
     if row is None:
-        return f"no {d.by} {key!r} in either period"
-    lines = ["", f"{d.by} {key}: {_money(row['base_cost'])} -> {_money(row['new_cost'])} "
+        return f"no {d.by} {terminal.safe(key)!r} in either period"
+    lines = ["", f"{d.by} {terminal.safe(key)}: {_money(row['base_cost'])} -> {_money(row['new_cost'])} "
                  f"({_money(row['change'], True)}, {row['status']})"]
     for e in d.effects["effect"].to_list():
         v = row.get(e)
@@ -85,18 +86,18 @@ def render_owner(d: diff.Diff, key: str, pages: dict[str, tuple], limit: int, wi
             continue
         lines.append(f"  {compare.effect_label(e, d.by):<58} {_money(v, True):>12}")
         for el in diff.top_elements(d, e, 3, key=key).iter_rows(named=True):
-            lines.append(f"      {diff.describe_element(el):<54} {_money(el[e], True):>12}")
+            lines.append(f"      {terminal.safe(diff.describe_element(el)):<54} {_money(el[e], True):>12}")
     scopes = owner_scopes(d, key)
     if scopes and within is None and pages:
-        lines.append("  narrow the records with --within: " + ", ".join(f"'{s}'" for s in list(scopes)[:6])
+        lines.append("  narrow the records with --within: " + ", ".join(f"'{terminal.safe(s)}'" for s in list(scopes)[:6])
                      + (" …" if len(scopes) > 6 else ""))
     for table, (pb, pn) in pages.items():
-        where = f" within {within}" if within else ""
+        where = f" within {terminal.safe(within)}" if within else ""
         lines.append(f"  {table} behind it{where}: {pb.total:,} in the base period, {pn.total:,} in the period")
         for label, p in (("base", pb), ("period", pn)):
             ids = p.rows[p.rows.columns[0]].head(limit).to_list() if p.rows.height else []
             if ids:
-                lines.append(f"    {label}: " + ", ".join(str(i) for i in ids) + (" …" if p.total > len(ids) else ""))
+                lines.append(f"    {label}: " + ", ".join(terminal.safe(i) for i in ids) + (" …" if p.total > len(ids) else ""))
     return "\n".join(lines)
 
 
@@ -174,13 +175,13 @@ def diff_cmd(source: str, base: str, period: str, by: str, config: str | None, a
                                   "period": {"total": pn.total, "ids": pn.rows[pn.rows.columns[0]].to_list()}}
                               for t, (pb, pn) in pages.items()}
         try:
-            click.echo(jsonout.dumps(out, indent=2, default=str))
+            terminal.echo(jsonout.dumps(out, indent=2, default=str))
         except jsonout.NonFiniteError as exc:
             _fail(str(exc))
         return
-    click.echo(render(d, spans, tz, cur, source, top))
+    terminal.echo(render(d, spans, tz, cur, source, top))
     if owner is not None:
-        click.echo(render_owner(d, owner, pages, limit, within))
+        terminal.echo(render_owner(d, owner, pages, limit, within))
 
 
 def owner_scopes(d: diff.Diff, owner: str) -> dict[str, dict]:

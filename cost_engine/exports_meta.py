@@ -23,6 +23,7 @@ import plotly.graph_objects as go
 import polars as pl
 
 from . import __version__, csv_guard, labels
+from .charts import label as chart_text
 from .engine import Computation
 from .views import Filters
 
@@ -133,11 +134,15 @@ def file_name(name: str, ctx: ExportContext, ext: str) -> str:
 
 def titled(fig: go.Figure, title: str | None, ctx: ExportContext | str) -> go.Figure:
     """A copy of the figure with a title (its own when `title` is None) and the context subtitle
-    (an ExportContext's line, or a text for exports that are not a ledger view: a scenario)."""
+    (an ExportContext's line, or a text for exports that are not a ledger view: a scenario).
+
+    A given title and the subtitle are plain text, escaped like every name on a chart
+    (charts.label): a filter value or a source name `<a href=...>` is shown, never a live link
+    in the SVG or HTML. The figure's own title is chart text already (its builder escaped it)."""
     out = go.Figure(copy.deepcopy(fig.to_dict()))
-    text = title or (out.layout.title.text or "")
+    text = chart_text(title) if title else (out.layout.title.text or "")
     top = (out.layout.margin.t or 60) + 28
-    sub = ctx if isinstance(ctx, str) else ctx.subtitle()
+    sub = chart_text(ctx if isinstance(ctx, str) else ctx.subtitle())
     out.update_layout(
         title={"text": text, "subtitle": {"text": sub, "font": {"size": SUBTITLE_SIZE, "color": "#555"}},
                "x": 0.01, "xanchor": "left", "y": 0.98, "yanchor": "top", "yref": "container"},
@@ -169,7 +174,7 @@ def comment_block(ctx: ExportContext | list[tuple[str, str]], title: str, *, now
     when = (now or datetime.now(timezone.utc)).strftime("%Y-%m-%d %H:%M UTC")
     lines = ctx if isinstance(ctx, list) else ctx.lines()
     rows = [("Table", title), *lines, ("Exported", f"{when} by ailedger {__version__}")]
-    return "".join(f"# {k}: {v.replace(chr(10), ' ')}\n" for k, v in rows)
+    return "".join(f"# {csv_guard.one_line(k)}: {csv_guard.one_line(v)}\n" for k, v in rows)
 
 
 def csv_for_people(frame: pl.DataFrame, ctx: ExportContext | list[tuple[str, str]], title: str, *,

@@ -23,13 +23,15 @@ from pathlib import Path
 
 import click
 
+from . import terminal
+
 EXIT_UNMAPPED = 1
 EXIT_USAGE = 2
 EXIT_NO_DEVICE = 3
 
 
 def _fail(msg: str, code: int = EXIT_USAGE) -> None:
-    click.echo(f"error: {msg}", err=True)
+    terminal.echo(f"error: {msg}", err=True)
     sys.exit(code)
 
 
@@ -159,13 +161,13 @@ def import_cmd(fmt: str, files: tuple[str, ...], into: str | None, db: str | Non
 
             t0, t1 = _parse_when(start, "--start"), _parse_when(end, "--end")
             queries = importer.queries(options)
-            click.echo(f"{fmt}: {url} from {t0:%Y-%m-%dT%H:%M:%SZ} to {t1:%Y-%m-%dT%H:%M:%SZ}, step {step or 60:g} s")
+            terminal.echo(f"{fmt}: {url} from {t0:%Y-%m-%dT%H:%M:%SZ} to {t1:%Y-%m-%dT%H:%M:%SZ}, step {step or 60:g} s")
             for i, q in enumerate(queries, start=1):
-                click.echo(f"  query {i}: {q}")
+                terminal.echo(f"  query {i}: {q}")
             result = import_from_api(fmt.lower(), importer, url, t0, t1, step or 60.0, cfg, options)
         else:
             result = import_files(fmt.lower(), files, cfg, options=options)
-            click.echo(f"{result.format}: {len(files)} file{'s' if len(files) != 1 else ''}")
+            terminal.echo(f"{result.format}: {len(files)} file{'s' if len(files) != 1 else ''}")
     except (ImportFailed, BundleError, ValueError) as exc:
         _fail(str(exc))
         return
@@ -186,7 +188,7 @@ def import_cmd(fmt: str, files: tuple[str, ...], into: str | None, db: str | Non
             _fail(str(exc))
             return
         for w in writes:
-            click.echo(f"wrote {w.file}: {w.added:,} added, {w.unchanged:,} unchanged, {w.replaced:,} replaced")
+            terminal.echo(f"wrote {w.file}: {w.added:,} added, {w.unchanged:,} unchanged, {w.replaced:,} replaced")
     else:
         try:
             res = store.ingest(db, result.bundle(), replace=replace, source=f"import {fmt} " + " ".join(files))
@@ -196,27 +198,27 @@ def import_cmd(fmt: str, files: tuple[str, ...], into: str | None, db: str | Non
         except store.StoreError as exc:
             _fail(str(exc))
             return
-        click.echo(f"ingest {res.ingest_id}: {res.total_inserted:,} inserted, {res.total_unchanged:,} unchanged, "
-                   f"{res.total_replaced:,} replaced")
+        terminal.echo(f"ingest {res.ingest_id}: {res.total_inserted:,} inserted, {res.total_unchanged:,} unchanged, "
+                      f"{res.total_replaced:,} replaced")
     if result.unmapped.height:
-        click.echo(f"partial import: {result.rows():,} rows imported, {result.unmapped.height:,} input records "
-                   "could not be mapped (listed above)")
+        terminal.echo(f"partial import: {result.rows():,} rows imported, {result.unmapped.height:,} input records "
+                      "could not be mapped (listed above)")
 
 
 def _print_result(result) -> None:
     for table, n in result.counts().items():
-        click.echo(f"  {table:<12} {n:>10,} rows")
+        terminal.echo(f"  {table:<12} {n:>10,} rows")
     if not result.counts():
-        click.echo("  (no rows)")
+        terminal.echo("  (no rows)")
     for what, detail in result.notes:
-        click.echo(f"note: {what}: {detail}")
+        terminal.echo(f"note: {terminal.safe(what)}: {terminal.safe(detail)}")
     for why, names in result.ignored:
-        click.echo(f"ignored on purpose ({why}): {', '.join(names)}")
+        terminal.echo(f"ignored on purpose ({terminal.safe(why)}): {', '.join(map(terminal.safe, names))}")
     if result.unmapped.height:
-        click.echo(f"unmapped ({result.unmapped.height}):")
-        for r in result.unmapped.iter_rows(named=True):
+        terminal.echo(f"unmapped ({result.unmapped.height}):")
+        for r in map(terminal.safe_tree, result.unmapped.iter_rows(named=True)):  # inert, one line each
             where = f"row {r['row']}" if r["row"] is not None else "-"
-            click.echo(f"  {r['file']} {where}: {r['reason']}")
+            terminal.echo(f"  {r['file']} {where}: {r['reason']}")
 
 
 def _folder_inventory(into: str | None) -> Path | None:
@@ -268,18 +270,18 @@ def collect(interval: float, out: str | None, db: str | None, count: int | None,
         _fail(str(exc), EXIT_NO_DEVICE)
         return
     cards = sum(len(c.instances) or 1 for c in sampler.cards)
-    click.echo(f"collecting {cards} GPU{'s' if cards != 1 else ''} every {interval:g} s into {out or db}", err=True)
+    terminal.echo(f"collecting {cards} GPU{'s' if cards != 1 else ''} every {interval:g} s into {out or db}", err=True)
 
     def echo(batch) -> None:
         for n in batch.notes:
-            click.echo(f"note: {n}", err=True)
+            terminal.echo(f"note: {n}", err=True)
         if not quiet:
-            click.echo(f"{batch.ts:%Y-%m-%dT%H:%M:%S}Z  {len(batch.telemetry)} telemetry rows, "
-                       f"{len(batch.events)} events")
+            terminal.echo(f"{batch.ts:%Y-%m-%dT%H:%M:%S}Z  {len(batch.telemetry)} telemetry rows, "
+                          f"{len(batch.events)} events")
 
     summary = run(sampler, writer, count=count, on_batch=echo)
-    click.echo(f"{summary.samples} samples: {summary.telemetry_rows} telemetry rows, {summary.event_rows} events",
-               err=True)
+    terminal.echo(f"{summary.samples} samples: {summary.telemetry_rows} telemetry rows, {summary.event_rows} events",
+                  err=True)
 
 
 # ------------------------------------------------------------------------------------------- export
@@ -323,10 +325,10 @@ def focus(source: str, out: str, version: str, region: str | None, region_name: 
     frame = write_focus(comp, out, version=version, location=location)
     rec = reconciliation(comp)
     total = float(frame["BilledCost"].sum())
-    click.echo(f"wrote {out}: FOCUS {version}, {frame.height:,} rows, BilledCost {total:,.2f} "
-               f"{comp.period.currency} (input cost {rec['input_cost']:,.2f})")
+    terminal.echo(f"wrote {out}: FOCUS {version}, {frame.height:,} rows, BilledCost {total:,.2f} "
+                  f"{comp.period.currency} (input cost {rec['input_cost']:,.2f})")
     for p in check(frame, version):
-        click.echo(f"warning: {p}", err=True)
+        terminal.echo(f"warning: {p}", err=True)
     if abs(total - rec["input_cost"]) > 1e-6 * max(1.0, abs(rec["input_cost"])):
         _fail(f"export sums to {total} but the input cost is {rec['input_cost']}")
 

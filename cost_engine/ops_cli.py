@@ -12,11 +12,12 @@ import sys
 import click
 
 from . import serve as serving
+from . import terminal
 from .import_cli import export
 
 
 def _fail(msg: str) -> None:
-    click.echo(f"error: {msg}", err=True)
+    terminal.echo(f"error: {msg}", err=True)
     sys.exit(2)
 
 
@@ -36,7 +37,7 @@ def _fail(msg: str) -> None:
 def serve(source: str | None, port: int, host: str, access_file: str | None, trusted_proxies: tuple[str, ...]) -> None:
     """Serve the dashboard on a DuckDB store or a bundle folder."""
     if source is None:
-        click.echo(serving.NO_SOURCE_HELP, err=True)
+        terminal.echo(serving.NO_SOURCE_HELP, err=True)
         sys.exit(2)
     try:
         path, kind = serving.check_source(source)
@@ -47,7 +48,7 @@ def serve(source: str | None, port: int, host: str, access_file: str | None, tru
         _fail(str(exc))
         return
     who = f", access {access}" if access else (", access $AILEDGER_ACCESS" if cmd.env.get("AILEDGER_ACCESS") else "")
-    click.echo(f"serving {path} ({kind}{who})", err=True)
+    terminal.echo(f"serving {path} ({kind}{who})", err=True)
     sys.stdout.flush()
     sys.stderr.flush()
     # Become the Streamlit server (same process id, so a service manager's signals reach it).
@@ -62,7 +63,7 @@ def export_parquet(db: str, folder: str) -> None:
     from .backup import export_parquet as export_
 
     result = _backup_step(export_, db, folder)
-    click.echo(f"exported {db} to {result.folder}: " + _describe(result.rows))
+    terminal.echo(f"exported {db} to {result.folder}: " + _describe(result.rows))
 
 
 @click.command()
@@ -73,7 +74,7 @@ def restore(folder: str, db: str) -> None:
     from .backup import restore_parquet
 
     result = _backup_step(restore_parquet, folder, db)
-    click.echo(f"restored {result.db} from {result.folder}: " + _describe(result.rows))
+    terminal.echo(f"restored {result.db} from {result.folder}: " + _describe(result.rows))
 
 
 def _backup_step(step, source: str, target: str):

@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 import click
 
-from . import jsonout
+from . import jsonout, terminal
 from . import scenario as sc_lib
 
 
@@ -48,7 +48,10 @@ def _num(v: float | None, digits: int = 2, money: bool = False) -> str:
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1) -> str:
-    """Plain-text table: the first ``left`` columns left-aligned, the rest right-aligned."""
+    """Plain-text table: the first ``left`` columns left-aligned, the rest right-aligned; every cell
+    through terminal.safe (option names come from the scenario file)."""
+    headers = [terminal.safe(h) for h in headers]
+    rows = [[terminal.safe(c) for c in r] for r in rows]
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
 
     def fmt(cells: Sequence[str]) -> str:
@@ -64,9 +67,9 @@ def _text_report(
     evens: list[sc_lib.BreakEven],
 ) -> str:
     w = sc_lib.workload_summary(scenario)
-    cur = scenario.currency
+    cur = terminal.safe(scenario.currency)
     out = [
-        f"Scenario {scenario.name} ({cur}), {w['months']}-month horizon",
+        f"Scenario {terminal.safe(scenario.name)} ({cur}), {w['months']}-month horizon",
         f"Workload: {w['tokens_per_month']:.4g} tokens/month (input {w['input_tokens_per_month']:.4g}, "
         f"cached {w['cached_input_tokens_per_month']:.4g}, output {w['output_tokens_per_month']:.4g}); "
         f"output {w['avg_output_tokens_per_s']:,.0f} tokens/s average, {w['peak_output_tokens_per_s']:,.0f} peak "
@@ -129,7 +132,7 @@ def _text_report(
             [[r.name, *(_num(r.breakdown[c], money=True) for c in sc_lib.CATEGORIES), _num(r.monthly_cost, money=True)] for r in results],
         )
     )
-    notes = [(r.name, n) for r in results for n in r.notes]
+    notes = [(terminal.safe(r.name), terminal.safe(n)) for r in results for n in r.notes]
     if notes:
         out += ["", "Notes"] + [f"  {name}: {n}" for name, n in notes]
     for param, df in sweeps:
@@ -143,7 +146,7 @@ def _text_report(
                 cells.append(f"{_num(row['cost_per_million_tokens'], 4)} / {_num(row['monthly_cost'], money=True)}")
             srows.append(cells)
         out.append(_table(["option", *(f"{v:g}" for v in values)], srows))
-    for be in evens:
+    for be in (e.model_copy(update=terminal.safe_tree(e.model_dump())) for e in evens):  # names inert
         out += ["", f"Break-even {be.a} vs {be.b}"]
         if be.volume_tokens is not None:
             eq = "costs swap at a card step" if be.at_card_step else "equal monthly cost"
@@ -185,7 +188,7 @@ def scenario(file: Path, as_json: bool, sweeps: tuple[str, ...], pairs: tuple[st
     try:
         sc = sc_lib.load_scenario(file)
     except sc_lib.ScenarioError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise click.ClickException(terminal.printable(str(exc))) from None
     provenance: dict[str, str] = {}
     if calibrate_from is not None:
         from .api import run
@@ -201,7 +204,7 @@ def scenario(file: Path, as_json: bool, sweeps: tuple[str, ...], pairs: tuple[st
         sweep_frames = [(p, sc_lib.sweep(sc, p, vals)) for p, vals in sweep_specs]
         evens = [sc_lib.break_even(sc, a, b) for a, b in pair_specs]
     except sc_lib.ScenarioError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise click.ClickException(terminal.printable(str(exc))) from None
     if as_json:
         doc = {
             "scenario": sc.name,
@@ -213,16 +216,16 @@ def scenario(file: Path, as_json: bool, sweeps: tuple[str, ...], pairs: tuple[st
             "calibrated": provenance,
         }
         try:
-            click.echo(jsonout.dumps(doc, indent=2))
+            terminal.echo(jsonout.dumps(doc, indent=2))
         except jsonout.NonFiniteError as exc:
-            raise click.ClickException(str(exc)) from None
+            raise click.ClickException(terminal.printable(str(exc))) from None
     else:
         if provenance:
-            click.echo("calibrated from " + str(calibrate_from) + ":")
+            terminal.echo("calibrated from " + str(calibrate_from) + ":")
             for field, line in provenance.items():
-                click.echo(f"  {field}: {line}")
-            click.echo("")
-        click.echo(_text_report(sc, results, sweep_frames, evens))
+                terminal.echo(f"  {field}: {line}")
+            terminal.echo("")
+        terminal.echo(_text_report(sc, results, sweep_frames, evens))
 
 
 if __name__ == "__main__":  # pragma: no cover

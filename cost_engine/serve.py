@@ -71,6 +71,13 @@ def check_source(source: str | Path) -> tuple[Path, str]:
         kind = "bundle folder"
     elif store.is_store(path):
         kind = "store"
+        try:
+            with store.connect(path, wait_s=0):  # a damaged file stops here, not on every page
+                pass
+        except store.StoreBusy:
+            pass  # an ingest in progress: the dashboard waits for it
+        except store.StoreError as exc:
+            raise ServeError(str(exc)) from None
     else:
         raise ServeError(f"{source}: not an ailedger store (make one with `ailedger ingest BUNDLE --db FILE`) "
                          "nor a bundle folder")

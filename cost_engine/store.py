@@ -22,8 +22,8 @@ import polars as pl
 import pyarrow as pa
 
 from .bundle import Bundle, release_pages
-from .store_files import (CREATING, clear_interrupted, describe_file, empty_duckdb, looks_like_duckdb, no_room,
-                          publish)
+from .store_files import (CREATING, clear_interrupted, damaged, describe_file, empty_duckdb, is_damage, looks_like_duckdb,
+                          no_room, publish, truncated)
 from . import future
 from .future import FutureRows
 from .contract import RECORD_KEYS, REJECTED_SCHEMA, TABLE_NAMES, TABLES, empty, schema
@@ -109,6 +109,14 @@ MIGRATIONS: dict[int, Migration] = {1: _migrate_1_to_2}
 
 class StoreError(ValueError):
     """The path is not a usable store (not one, or written by a newer version)."""
+
+
+class StoreDamaged(StoreError):
+    """The store file is damaged (truncated, a block overwritten): restore it from a backup."""
+
+    def __init__(self, path: str | Path):
+        super().__init__(damaged(path))
+        self.path = Path(path)
 
 
 class StoreBusy(StoreError):
@@ -334,16 +342,19 @@ def _open(path: Path, *, read_only: bool, wait_s: float | None = None) -> duckdb
     """A connection, time zone UTC, once no other connection holds the file the conflicting way.
 
     Waits with capped exponential backoff (with jitter, so waiting readers and writers do not
-    move in step) for up to READ_WAIT_S or WRITE_WAIT_S; then StoreBusy.
+    move in step) for up to READ_WAIT_S or WRITE_WAIT_S; then StoreBusy. A damaged file
+    (DuckDB cannot read it, or it is shorter than its header says) is StoreDamaged.
     """
     wait = wait_s if wait_s is not None else (READ_WAIT_S if read_only else WRITE_WAIT_S)
     deadline = time.monotonic() + wait
     delay = _FIRST_DELAY_S
     while True:
         try:
-            return _session(duckdb.connect(str(path), read_only=read_only))
-        except (duckdb.IOException, duckdb.ConnectionException) as exc:
-            if not _is_lock_conflict(exc):
+            con = _session(duckdb.connect(str(path), read_only=read_only))
+        except duckdb.Error as exc:
+            if is_damage(exc):
+                raise StoreDamaged(path) from None
+            if not isinstance(exc, (duckdb.IOException, duckdb.ConnectionException)) or not _is_lock_conflict(exc):
                 raise
             left = deadline - time.monotonic()
             if left <= 0:
@@ -354,6 +365,11 @@ def _open(path: Path, *, read_only: bool, wait_s: float | None = None) -> duckdb
                 ) from None
             time.sleep(min(left, delay * random.uniform(0.5, 1.0)))
             delay = min(delay * 2, _MAX_DELAY_S)
+            continue
+        if truncated(con, path):
+            con.close()
+            raise StoreDamaged(path)
+        return con
 
 
 def _first_line(exc: Exception) -> str:
@@ -392,6 +408,11 @@ def connect(
                 _rollback(con)
                 raise
         yield con
+    except duckdb.Error as exc:
+        # A block read past the end or failing its checksum, in any query of the block.
+        if is_damage(exc):
+            raise StoreDamaged(path) from None
+        raise
     finally:
         con.close()
 
@@ -509,13 +530,17 @@ def is_store(path: str | Path) -> bool:
         return False
     try:
         con = duckdb.connect(str(p), read_only=True)
-    except (duckdb.IOException, duckdb.ConnectionException) as exc:
-        text = str(exc).lower()
-        return "lock" in text or "different configuration" in text
-    except duckdb.Error:
+    except duckdb.Error as exc:
+        if is_damage(exc):
+            return True  # a store's header, a damaged body: opening it says so (StoreDamaged)
+        if isinstance(exc, (duckdb.IOException, duckdb.ConnectionException)):
+            text = str(exc).lower()
+            return "lock" in text or "different configuration" in text
         return False
     try:
         return _has_meta(con)
+    except duckdb.Error as exc:
+        return is_damage(exc)
     finally:
         con.close()
 

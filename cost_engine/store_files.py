@@ -1,6 +1,7 @@
 """What a file that should be an ailedger store is, and the file-level steps that keep a store
 usable through faults: the first ingest's temporary file moved into place, what an interrupted
-creation left behind, and a write that found no room on the disk."""
+creation left behind, a write that found no room on the disk, and a file that is damaged (cut
+short or overwritten: only a backup brings it back)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,36 @@ from pathlib import Path
 import duckdb
 
 CREATING = ".creating"  # suffix of the temporary file a first ingest writes (see store._create)
+
+
+# What DuckDB says when the file itself is broken, not busy: a read past its end (truncated) or
+# a block whose checksum does not match (overwritten).
+_DAMAGE = ("could not read enough bytes", "corrupt database file")
+
+
+def is_damage(exc: BaseException) -> bool:
+    """True when a DuckDB error says the database file is damaged."""
+    return isinstance(exc, duckdb.Error) and any(words in str(exc).lower() for words in _DAMAGE)
+
+
+def damaged(path: str | Path) -> str:
+    """The one message for a damaged store, naming the file."""
+    return f"damaged store {path}: restore from backup (docs/store.md)"
+
+
+def truncated(con: duckdb.DuckDBPyConnection, path: Path) -> bool:
+    """True when the file is shorter than the blocks its header counts (a copy or a disk that
+    stopped short): one pragma and a stat, so every open can check, long before a query
+    reads past the end."""
+    row = con.execute("PRAGMA database_size").fetchall()
+    if not row:
+        return False
+    block_size, total_blocks = row[0][2], row[0][3]
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return False
+    return size < int(block_size) * int(total_blocks)
 
 
 def looks_like_duckdb(path: Path) -> bool:

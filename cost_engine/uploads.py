@@ -4,7 +4,10 @@ alias table written back.
 - Uploads are capped (`AILEDGER_MAX_UPLOAD_MB`, default 200 MB in all), only bundle file
   types are accepted, and each upload lands in a fresh folder under the upload root.
 - A zip member whose path escapes the target folder (absolute, `..`, a drive, a symlink),
-  too many members, or more unpacked bytes than the cap rejects the whole zip.
+  a name too long for a file system (a part over 255 bytes, a path over 1024), too many
+  members, or more unpacked bytes than the cap rejects the whole zip; so do two members (or
+  an uploaded file and a member) that would land on one file or hold one table in one folder:
+  nothing is overwritten silently, and the message names both.
 - Every staged bundle is validated with `read_bundle` before it is opened.
 - Aliases are saved as the contract says: a store gets an ingest of a bundle holding only the
   new or changed aliases (replace=True); a folder gets its aliases file rewritten.
@@ -26,10 +29,13 @@ import polars as pl
 from . import csv_guard
 from .access import Principal, require_admin
 from .bundle import Bundle, BundleError, read_bundle, validate_frame
+from .bundle_formats import table_of
 from .config import Config
 
 ALLOWED_SUFFIXES = (".csv", ".parquet", ".jsonl", ".toml", ".json")
 MAX_ZIP_MEMBERS = 500
+MAX_NAME_BYTES = 255  # one file or folder name: NAME_MAX of Linux, macOS and Windows file systems
+MAX_PATH_BYTES = 1024  # a member's whole path, well inside PATH_MAX with the upload folder before it
 DEFAULT_MAX_MB = 200
 
 
@@ -59,17 +65,49 @@ def _member_parts(name: str) -> tuple[str, ...]:
     parts = PurePosixPath(name.replace("\\", "/")).parts
     if any(p == ".." for p in parts):
         raise UploadError(f"zip member {name!r} escapes the target folder")
+    # Checked before anything is written: the OS would refuse the name half way through.
+    if len(name.encode("utf-8")) > MAX_PATH_BYTES:
+        raise UploadError(f"zip member {_shown(name)} has a path of {len(name.encode('utf-8')):,} bytes; "
+                          f"at most {MAX_PATH_BYTES:,} are accepted")
+    for p in parts:
+        if len(p.encode("utf-8")) > MAX_NAME_BYTES:
+            raise UploadError(f"zip member {_shown(name)} has a name of {len(p.encode('utf-8')):,} bytes "
+                              f"({_shown(p)}); at most {MAX_NAME_BYTES} are accepted")
     return tuple(p for p in parts if p not in ("", "."))
 
 
+def _shown(name: str, keep: int = 60) -> str:
+    """A name for a message: quoted, cut to its first characters when long."""
+    return repr(name) if len(name) <= keep else repr(name[:keep]) + f"... ({len(name):,} characters)"
+
+
+def _claim(claims: dict[tuple[str, ...], str], parts: tuple[str, ...], what: str) -> None:
+    """Record that `what` (a member or an uploaded file) lands at `parts`; UploadError naming
+    both when another already lands on the same file (case folded: a Mac or Windows disk
+    would overwrite) or holds the same table in the same folder (allocations.csv and
+    allocations.jsonl)."""
+    folder = tuple(p.casefold() for p in parts[:-1])
+    table = table_of(parts[-1])
+    for key in ((*folder, "file", parts[-1].casefold()), *([(*folder, "table", table)] if table else [])):
+        other = claims.get(key)
+        if other is not None:
+            where = f"the same file {'/'.join(parts)!r}" if key[-2] == "file" else f"table {table}"
+            raise UploadError(f"{other} and {what} both hold {where}; upload one of them")
+        claims[key] = what
+
+
 def safe_extract(data: bytes, target: Path, *, max_bytes: int | None = None,
-                 max_members: int = MAX_ZIP_MEMBERS) -> list[Path]:
+                 max_members: int = MAX_ZIP_MEMBERS, claims: dict[tuple[str, ...], str] | None = None,
+                 label: str = "zip") -> list[Path]:
     """Unpack a zip into `target`, refusing the whole archive if any member is unsafe.
 
     Unsafe: a path that escapes `target` (absolute, drive, `..`, or resolving outside), a
     symlink or special file, more than `max_members` members, or more than `max_bytes`
-    unpacked bytes (counted while reading, so a lying header does not help a zip bomb).
+    unpacked bytes (counted while reading, so a lying header does not help a zip bomb); a
+    name too long for a file system; two members landing on one file or one table (`claims`:
+    what the upload already placed, shared by stage_upload across its files).
     """
+    claims = {} if claims is None else claims
     limit = max_upload_bytes() if max_bytes is None else max_bytes
     target = Path(target)
     target.mkdir(parents=True, exist_ok=True)
@@ -98,6 +136,7 @@ def safe_extract(data: bytes, target: Path, *, max_bytes: int | None = None,
                 continue
             if parts[0] == "__MACOSX" or parts[-1].startswith("._"):
                 continue
+            _claim(claims, parts, f"{label} member {_shown(info.filename)}")
             plan.append((info, dest))
         declared = sum(i.file_size for i, _ in plan)
         if declared > limit:
@@ -156,15 +195,19 @@ def stage_upload(files: list[tuple[str, bytes]], *, root: Path | None = None, co
     dest = dest.resolve()
     try:
         written: list[Path] = []
+        claims: dict[tuple[str, ...], str] = {}
         for name, data in files:
             base = name
             if not base or "/" in base or "\\" in base or "\x00" in base or base in (".", "..") or base.startswith("."):
                 raise UploadError(f"invalid file name {name!r} (a plain file name is expected)")
+            if len(base.encode("utf-8")) > MAX_NAME_BYTES:
+                raise UploadError(f"file name {_shown(base)} is longer than {MAX_NAME_BYTES} bytes")
             if base.lower().endswith(".zip"):
-                written += safe_extract(data, dest, max_bytes=limit)
+                written += safe_extract(data, dest, max_bytes=limit, claims=claims, label=base)
                 continue
             if not base.lower().endswith(ALLOWED_SUFFIXES):
                 raise UploadError(f"{base}: only {', '.join(ALLOWED_SUFFIXES)} or .zip files are accepted")
+            _claim(claims, (base,), f"uploaded file {base!r}")
             (dest / base).write_bytes(data)
             written.append(dest / base)
         bundle_dir = _bundle_root(dest)
@@ -368,12 +411,20 @@ def import_upload(
         raise UploadError("nothing uploaded")
     if sum(len(b) for _, b in files) > limit:
         raise UploadError(f"the upload is over the limit of {limit:,} bytes")
+    seen: dict[str, str] = {}
+    for name, _ in files:  # all names checked before the first is written
+        if not name or "/" in name or "\\" in name or "\x00" in name or name.startswith("."):
+            raise UploadError(f"invalid file name {name!r} (a plain file name is expected)")
+        if len(name.encode("utf-8")) > MAX_NAME_BYTES:
+            raise UploadError(f"file name {_shown(name)} is longer than {MAX_NAME_BYTES} bytes")
+        if name.casefold() in seen:  # the second would overwrite the first: its records lost
+            raise UploadError(f"uploaded files {seen[name.casefold()]!r} and {name!r} have one name; "
+                              "rename one (or upload them one at a time)")
+        seen[name.casefold()] = name
     dest = (root or upload_root()) / ("import-" + uuid.uuid4().hex[:12])
     (dest / "files").mkdir(parents=True)
     paths = []
     for name, data in files:
-        if not name or "/" in name or "\\" in name or "\x00" in name or name.startswith("."):
-            raise UploadError(f"invalid file name {name!r} (a plain file name is expected)")
         (dest / "files" / name).write_bytes(data)
         paths.append(dest / "files" / name)
     try:

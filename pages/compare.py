@@ -155,7 +155,7 @@ if row is not None:
     st.subheader(common.md(f"Why {by} {owner} changed"))
     own = d.owner_effects(owner).with_columns(effect_rows["label"], effect_rows["short"])
     common.chart(charts.waterfall(own, row["base_cost"], row["new_cost"], cur, base_name, new_name,
-                                  title=f"{charts.label(owner)}: why the cost changed ({cur})"),
+                                  title=f"{charts.label(owner)}: why the cost changed ({charts.label(cur)})"),
                  "compare_owner_waterfall", name=f"why-{owner}-changed")
     st.button("Back to all", key=f"cmp_back_{nonce}", on_click=nav, kwargs=state, type="tertiary",
               icon=":material/arrow_back:")

@@ -170,7 +170,7 @@ elif level == "projects":
         owner_metrics(trow.row(0, named=True))
     lineage_caption(tenant=tenant)
     frame = ctx.view("rankings", "project", "cost", tenant)
-    common.chart(charts.ranking_bar(frame, "project", "cost", f"Projects of {tenant} by cost ({ctx.currency})",
+    common.chart(charts.ranking_bar(frame, "project", "cost", f"Projects of {charts.label(tenant)} by cost ({charts.label(ctx.currency)})",
                                     ctx.currency),
                  "tenant_projects", name=f"projects-of-{tenant}")
     st.caption("Select a project for its models, jobs and services.")

@@ -8,7 +8,7 @@ from pathlib import Path
 import plotly.graph_objects as go
 import streamlit as st
 
-from cost_engine import labels
+from cost_engine import charts, labels
 from cost_engine import scenario as sl
 from pages import common
 
@@ -95,23 +95,26 @@ st.subheader("Results (first month)")
 common.table(frame, "scenario_results", name="scenario-results", about=about, title="Scenario results (first month)")
 
 names = [r.name for r in results]
+# Option names and the currency come from the scenario file: chart text escaped (charts.label),
+# so an exported SVG or HTML shows them as written, never as a live link.
+shown, cur = charts.labels(names), charts.label(scenario.currency)
 bar = go.Figure(
     go.Bar(
-        x=names,
+        x=shown,
         y=[r.cost_per_million_tokens for r in results],
         text=[f"{r.cost_per_million_tokens:.4f}" if r.cost_per_million_tokens is not None else "" for r in results],
         name="$ / 1M tokens",
     )
 )
-bar.update_layout(title=f"Cost per 1M tokens, blended ({scenario.currency})",
-                  yaxis_title=f"{scenario.currency} per 1M tokens", height=380)
+bar.update_layout(title=f"Cost per 1M tokens, blended ({cur})",
+                  yaxis_title=f"{cur} per 1M tokens", height=380)
 common.chart(bar, "scenario_bar", name="scenario-cost-per-million", about=about)
 
 stack = go.Figure(
-    [go.Bar(x=names, y=[r.breakdown[cat] for r in results], name=labels.humanize(cat)) for cat in sl.CATEGORIES]
+    [go.Bar(x=shown, y=[r.breakdown[cat] for r in results], name=labels.humanize(cat)) for cat in sl.CATEGORIES]
 )
-stack.update_layout(barmode="stack", title=f"Monthly cost by TCO category ({scenario.currency})",
-                    yaxis={"title": f"Cost per month ({scenario.currency})", "tickformat": ",.0f"}, height=380)
+stack.update_layout(barmode="stack", title=f"Monthly cost by TCO category ({cur})",
+                    yaxis={"title": f"Cost per month ({cur})", "tickformat": ",.0f"}, height=380)
 common.chart(stack, "scenario_stack", name="scenario-monthly-cost", about=about)
 
 notes = [f"**{r.name}**: {n}" for r in results for n in r.notes]
@@ -136,10 +139,12 @@ else:
     lines = go.Figure()
     for name, part in swept.partition_by("option", as_dict=True, maintain_order=True).items():
         lines.add_trace(
-            go.Scatter(x=part["value"].to_list(), y=part[metric].to_list(), mode="lines+markers", name=name[0])
+            go.Scatter(x=part["value"].to_list(), y=part[metric].to_list(), mode="lines+markers",
+                       name=charts.label(name[0]))
         )
-    lines.update_layout(title=f"{labels.column(metric, scenario.currency)} by {labels.humanize(param).lower()}",
-                        xaxis_title=labels.humanize(param), yaxis_title=labels.column(metric, scenario.currency),
+    lines.update_layout(title=f"{charts.label(labels.column(metric, scenario.currency))} by "
+                              f"{labels.humanize(param).lower()}",
+                        xaxis_title=labels.humanize(param), yaxis_title=charts.label(labels.column(metric, scenario.currency)),
                         height=400)
     common.chart(lines, "scenario_sweep", name=f"scenario-sweep-{param}", about=about)
     box = common.lazy_expander("Sweep table", "scenario-sweep-table-open")
@@ -182,9 +187,10 @@ if len(names) >= 2:
         cum = sl.cumulative_costs(scenario, [a, b])
         fig = go.Figure()
         for name, part in cum.partition_by("option", as_dict=True, maintain_order=True).items():
-            fig.add_trace(go.Scatter(x=part["month"].to_list(), y=part["cumulative_cash"].to_list(), name=name[0]))
+            fig.add_trace(go.Scatter(x=part["month"].to_list(), y=part["cumulative_cash"].to_list(),
+                                     name=charts.label(name[0])))
         fig.update_layout(title="Cumulative cash (capex when bought, residual at end of life)", xaxis_title="month",
-                          yaxis={"title": f"Cumulative cash ({scenario.currency})", "tickformat": ",.0f"}, height=380)
+                          yaxis={"title": f"Cumulative cash ({cur})", "tickformat": ",.0f"}, height=380)
         common.chart(fig, "scenario_cumulative", name="scenario-cumulative-cash", about=about)
 else:
     st.info("Break-even needs at least two options.")

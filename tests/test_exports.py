@@ -4,6 +4,7 @@ tables, and the review pack (zip with named files, an HTML summary that escapes 
 from __future__ import annotations
 
 import io
+import json
 import os
 import xml.etree.ElementTree as ET
 import zipfile
@@ -53,6 +54,20 @@ def test_png_and_svg(comp):
     assert b"Trend by day" in svg
     # Memoised: the same figure is not rendered twice.
     assert exporters.to_png(fig) is png
+
+
+def test_svg_subtitle_shows_a_filter_link_as_text(comp):
+    """A filter value that is an HTML link, in an exported chart's subtitle: the SVG holds the
+    text, no <a> element (plotly.js would draw a live, clickable link from it)."""
+    from cost_engine import exports_meta
+
+    need_chromium()
+    link = '<a href="https://evil.example/">click</a>'
+    ctx = exports_meta.context_of(comp, views.Filters(tenants=[link]), source=link)
+    svg = exporters.to_svg(exports_meta.titled(charts.spend_by_tenant(views.top_tenants(comp)), None, ctx))
+    root = ET.fromstring(svg)
+    assert not [e for e in root.iter() if e.tag.rsplit("}", 1)[-1] == "a"]
+    assert b"tenants: &#60;a href=\"https://evil.example/\"&#62;click" in svg
 
 
 def test_render_batch_keeps_order(comp):
@@ -144,4 +159,4 @@ def test_evil_names_in_every_export(evil):
     frame = views.rankings(evil, None, "model")
     assert EVIL_MODEL in exporters.table_csv(frame).decode()  # data is data in a CSV
     fig = charts.ranking_bar(frame, "model", "cost", "Models")
-    assert EVIL_MODEL not in fig.to_json()
+    assert EVIL_MODEL not in json.dumps(charts.figure_spec(fig), default=str)  # to_json escapes < itself

@@ -133,10 +133,12 @@ def to_svg(fig: go.Figure, *, width: int = WIDTH, height: int = HEIGHT) -> bytes
 
 
 def to_html(fig: go.Figure, *, title: str | None = None) -> str:
-    """A self-contained HTML page (plotly.js inlined, works offline)."""
+    """A self-contained HTML page (plotly.js inlined, works offline). `title` may be chart text
+    (a figure's own title, its names escaped by charts.label): it is unescaped once, then
+    escaped for the page's <title>, so a name shows as written there too, and stays inert."""
     html = fig.to_html(include_plotlyjs=True, full_html=True, config={"displaylogo": False})
     if title:
         import html as _html
 
-        html = html.replace("<head>", f"<head><title>{_html.escape(title)}</title>", 1)
+        html = html.replace("<head>", f"<head><title>{_html.escape(_html.unescape(title))}</title>", 1)
     return html
