@@ -19,8 +19,11 @@ Mapping (row numbers are line numbers of the file):
   started -> N allocation rows, N / len(nodes) per node of NodeList (`gpu[001-004,007]` is
   expanded); gpu_id is `ImportOptions.gpu_map[(node, index)]` when the inventory maps it,
   else `<node>:gpu<index>`. The index comes from an `IDX:` list in a Gres / AllocGRES field
-  when the export has one (`gpu:a100:4(IDX:0-3)`); otherwise the cards of each node are
-  handed out lowest-free-index first, in start order, over the jobs of the file.
+  when the export has one (`gpu:a100:4(IDX:0-3)`); a job already stored (ImportOptions.stored)
+  keeps its cards; otherwise each node's lowest indices free of stored allocations and of the
+  jobs placed before it (start order) that overlap it. allocation_id `slurm:<JobID>:<node>:<k>`.
+  Local times follow the importers' one rule (`localize`: ambiguous or missing ones refused);
+  a NodeList naming more than MAX_HOSTS nodes is refused before it is expanded.
   owner = Account (source `scheduler`), job_id = JobID, requested_gpus from ReqTRES.
 - Start/End "Unknown", "None" or empty are missing. A RUNNING job has End "Unknown": it ends
   at `ImportOptions.end_at` when given, else it is reported unmapped.
@@ -346,6 +349,10 @@ class SlurmImporter:
         """
         gpu_map = options.gpu_map or {}
         held = self._held(jobs, options)  # node -> [(start, end, gpu_id, job_id, allocation_id)] stored
+        by_job: dict[tuple[str, str], list[tuple[str, str]]] = {}  # (node, job) -> its stored (id, gpu)
+        for node, rows in held.items():
+            for _, _, g, j, a in rows:
+                by_job.setdefault((node, j), []).append((a, g))
         fixed: list[tuple[_Placement, dict[str, list[tuple[str, str]]]]] = []
         free: list[_Placement] = []
         for p in jobs:
@@ -358,7 +365,7 @@ class SlurmImporter:
                 parsed.skip(p.job.file, p.job.line,
                             f"job {p.jid}: IDX lists {len(explicit)} GPUs, AllocTRES {p.per_node} per node")
                 continue
-            mine = {n: sorted((a, g) for s0, e0, g, j, a in held.get(n, []) if j == p.jid) for n in p.nodes}
+            mine = {n: sorted(by_job.get((n, p.jid), [])) for n in p.nodes}
             counts = {len(v) for v in mine.values()}
             if counts != {0}:
                 if counts != {p.per_node}:
@@ -387,7 +394,10 @@ class SlurmImporter:
         for p in sorted(free, key=lambda q: (_naive(q.start), q.jid)):
             s0, e0 = _naive(p.start), _naive(p.end)
             for node in p.nodes:
-                taken = {g for a, b, g in busy.get(node, []) if a < e0 and b > s0}
+                # In start order, what ended by this start can overlap no later job: drop it, so
+                # the list holds the node's running jobs (plus stored ones still to come).
+                here = busy[node] = [x for x in busy.get(node, []) if x[1] > s0]
+                taken = {g for a, b, g in here if a < e0}
                 cards, i = [], 0
                 while len(cards) < p.per_node:
                     gpu = gpu_map.get((node, i), f"{node}:gpu{i}")
