@@ -136,6 +136,21 @@ def test_slurm_hourly_exports_of_a_running_job_store_what_one_export_would(tmp_p
     assert gpu_hours(want, "acct3") == 1.0
 
 
+def test_slurm_pending_job_then_started_updates_its_queue_row(tmp_path):
+    """Export at 01:00: job Q (2 GPUs) pending since 00:10 for Resources: a queue row without
+    start. Export at 02:00: Q ran 01:20-01:50 after that wait: its queue row gets start 01:20
+    (one row, replaced, not a conflict) and 2 allocations of 30 min = 1 GPU-h."""
+    head = H + "|Reason\n"
+    pend = f"Q|acct|u|p|{iso(10)}|Unknown|Unknown|PENDING|gres/gpu=2|None assigned|Resources\n"
+    ran = f"Q|acct|u|p|{iso(10)}|{iso(80)}|{iso(110)}|COMPLETED|gres/gpu=2|n1|Resources\n"
+    db = tmp_path / "q.duckdb"
+    ingest("slurm", db, write(tmp_path, "1.txt", head + pend))
+    out = ingest("slurm", db, write(tmp_path, "2.txt", head + ran))
+    assert "2 inserted, 0 unchanged, 1 replaced, 1 continued" in out, out
+    assert [(r[0], r[4], r[5]) for r in stored(db, "queue")] == [("Q", at(10), at(80))]
+    assert gpu_hours(stored(db, "allocations"), "acct") == 1.0
+
+
 def test_slurm_running_job_continues_in_a_bundle_folder(tmp_path):
     """The same continuation with --into: A running to 01:00 (4 rows of 1 h), then completed at
     02:30: the folder keeps 4 rows of 2.5 h = 10 GPU-h, reported as 4 continued."""
@@ -174,11 +189,16 @@ def test_prometheus_dcgm_hourly_windows(tmp_path):
     2.166667 GPU-h, 13 telemetry rows, one slowdown event [00:50, 01:30). Windows 00:00-01:00
     then 00:30-02:00 (overlap) or 01:10-02:00 (the next samples): runs [00:00, 01:10) and
     [00:30, 02:10) / [01:10, 02:10), events [00:50, 01:10) and [00:50, 01:30) / [01:10, 01:30)
-    join into exactly what the one export stores."""
+    join into exactly what the one export stores; so do the two windows imported the other way
+    round (the later one first: the run then takes the earlier one's id)."""
     tables = ("allocations", "telemetry", "events")
     every = runs(tmp_path, "prometheus", _dcgm(0, 120), _dcgm(0, 60), _dcgm(30, 120), _dcgm(70, 120), tables)
+    late = tmp_path / "late.duckdb"  # the later window first, the earlier one after it
+    for i, text in enumerate((_dcgm(30, 120), _dcgm(0, 60))):
+        ingest("prometheus", late, write(tmp_path, f"late{i}.json", text))
     for table, got in every.items():
         assert got["overlap"] == got["full"] and got["disjoint"] == got["full"], table
+        assert stored(late, table) == got["full"], table
         if table == "allocations":
             assert [(r[0], r[2], r[3]) for r in got["full"]] == [
                 ("k8s:team-a/train-0:GPU-A:20261001T000000Z", at(0), at(130))]
