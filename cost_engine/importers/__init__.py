@@ -12,6 +12,11 @@ back at the input file and row.
     result.unmapped                # file, row, reason, table
     result.bundle()                # a Bundle for store.ingest or compute
 
+With `ImportOptions.stored` (what `ailedger import` passes: the target store or folder) the
+validated rows are also matched against what is stored (`continue_stored`, continuation.py):
+an export that overlaps the last one adds nothing, and records it continues replace the stored
+ones (`ImportResult.supersede`, which store.ingest and write_bundle apply).
+
 Row numbers in `unmapped` are 1-based: the line number for line-oriented text (sacct,
 JSON lines), the data row for CSV (header excluded, like a bundle file), the record's
 position for JSON documents (series, bucket result, span); each format's doc says which.

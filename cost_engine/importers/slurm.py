@@ -44,9 +44,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from ..config import Config
 import polars as pl
 
+from ..config import Config
 from . import UTC, ImportFailed, ImportOptions, LocalTimeError, Parsed, iso, local_time_refused, parse_time
 
 DEFAULT_FIELDS = (
@@ -291,7 +291,8 @@ class SlurmImporter:
                 try:
                     start, end = parse_time(start_text, tz), parse_time(end_text, tz)
                 except LocalTimeError as exc:  # the importers' one local-time rule
-                    parsed.skip(job.file, job.line, f"job {jid}: {'Start' if local_time_refused(start_text, tz) else 'End'} {exc}")
+                    field = "Start" if local_time_refused(start_text, tz) else "End"
+                    parsed.skip(job.file, job.line, f"job {jid}: {field} {exc}")
                     continue
                 if start is None or end is None:
                     bad = start_text if start is None else end_text

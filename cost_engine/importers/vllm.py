@@ -33,6 +33,11 @@ Owner: `ImportOptions.owner`, else the value of the label named by `owner_label`
 `namespace` (source `kubernetes`, like the pods' GPU allocations). Without any of them (a bare
 scrape, an `instance` only, which changes on restart) the counters are unmapped with the reason.
 Bucket rows: request_id `vllm:<server>:<model>:<start epoch>`, ts/end the bucket, status ok.
+
+With `ImportOptions.stored` (an import into a store or folder), intervals that a stored bucket
+of the same server and model already counts are skipped, so an export that overlaps the last
+one only adds the buckets it completes; an interval straddling a stored bucket's edge (another
+step grid) is reported unmapped, never split.
 """
 
 from __future__ import annotations
