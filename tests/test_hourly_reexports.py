@@ -170,7 +170,7 @@ def test_slurm_running_job_continues_in_a_bundle_folder(tmp_path):
     for f, extra in ((run, ["--end-at", iso(60)]), (done, [])):
         res = CliRunner().invoke(import_cmd, ["slurm", str(f), "--into", str(tmp_path / "b"), *extra])
         assert res.exit_code == 0, res.output
-    assert "wrote allocations.csv: 4 added, 0 unchanged, 0 replaced, 4 continued" in res.output
+    assert "wrote allocations.csv: 0 added, 0 unchanged, 4 replaced, 4 continued" in res.output
     a = pl.read_csv(tmp_path / "b" / "allocations.csv")
     assert a.height == 4 and set(a["end"].to_list()) == {"2026-10-01T02:30:00Z"}
 

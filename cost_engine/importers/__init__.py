@@ -647,14 +647,18 @@ def write_bundle(result: ImportResult, folder: str | Path, config: Config | None
         old_text = frame_as_text(old).with_row_index(_LINE)
         canon, _rej = validate_frame(table, old_text.with_columns(pl.col(_LINE).cast(pl.String)), config, path.name)
         canon_text = frame_as_text(canon.select(*[c.name for c in TABLES[table]], _LINE))
+        keys = list(_record_key(table))
         superseded: list[int] = []
+        again = 0  # continuations under the key of the record they supersede: replaced, not added
+        new_canon = frame_as_text(new.select(*[c.name for c in TABLES[table]]))
         if gone is not None and gone.height:
             content_cols = [c.name for c in TABLES[table]]
-            superseded = canon_text.join(frame_as_text(gone.select(content_cols)), on=content_cols, how="semi",
-                                         nulls_equal=True)[_LINE].cast(pl.Int64).to_list()
+            lines = canon_text.join(frame_as_text(gone.select(content_cols)), on=content_cols, how="semi",
+                                    nulls_equal=True)
+            superseded = lines[_LINE].cast(pl.Int64).to_list()
             canon_text = canon_text.filter(~pl.col(_LINE).cast(pl.Int64).is_in(superseded))
-        new_canon = frame_as_text(new.select(*[c.name for c in TABLES[table]]))
-        keys = list(_record_key(table))
+            if keys != content_cols:
+                again = new_canon.join(lines.select(keys).unique(), on=keys, how="semi", nulls_equal=True).height
         content = [c.name for c in TABLES[table]]
         h = pl.struct(content).hash().alias("__h")
         old_k = canon_text.select(*keys, pl.col(_LINE).cast(pl.Int64), h)
@@ -671,13 +675,13 @@ def write_bundle(result: ImportResult, folder: str | Path, config: Config | None
         fresh = m.filter(pl.col("lines").list.len() == 0)
         same = m.filter((pl.col("lines").list.len() > 0) & pl.col("same").fill_null(False))
         clash = m.filter((pl.col("lines").list.len() > 0) & ~pl.col("same").fill_null(False))
-        w.added, w.unchanged = fresh.height, same.height
+        w.added, w.unchanged, w.replaced = fresh.height - again, same.height, again
         keep_new = fresh["__i"].to_list()
         drop_old: list[int] = list(superseded)
         if replace:
             keep_new = sorted(keep_new + clash["__i"].to_list())
             drop_old += clash["lines"].explode().drop_nulls().to_list()
-            w.replaced = clash.height
+            w.replaced += clash.height
         else:
             w.conflicts = [", ".join(f"{k} {v}" for k, v in zip(keys, vals)) for vals in clash.select(keys).iter_rows()]
         plans.append((w, path, old, keep_new, drop_old))
