@@ -851,7 +851,7 @@ def ingest(
     records that this bundle's records continue. They are removed in the same transaction before
     the bundle is matched, so their continuation is written instead of conflicting; a continuing
     record with the key of the one it supersedes counts as `replaced`. If one of them is no longer
-    stored as read (another ingest changed it meanwhile), nothing is written (StoreConflict).
+    stored as read (another ingest changed it meanwhile), nothing is written (StoreError).
     """
     if batch_rows < 1:
         raise ValueError("batch_rows must be positive")
