@@ -125,9 +125,11 @@ def import_cmd(fmt: str, files: tuple[str, ...], into: str | None, db: str | Non
         BundleConflict,
         ImportFailed,
         ImportOptions,
+        folder_lookup,
         gpu_map_from_inventory,
         import_files,
         read_inventory_file,
+        store_lookup,
         write_bundle,
     )
 
@@ -154,6 +156,8 @@ def import_cmd(fmt: str, files: tuple[str, ...], into: str | None, db: str | Non
         columns=[c.strip() for c in columns.split(",")] if columns else None, pool=pool, owner=owner,
         owner_attribute=owner_attribute, owner_by=owner_by, step_s=step, at=_parse_when(at, "--at"),
         owner_label=owner_label, pool_label=pool_label,
+        # what the target holds: stored jobs keep their cards, re-exports continue stored records
+        stored=store_lookup(db) if db else folder_lookup(into, cfg),
     )
     try:
         if url:
@@ -188,18 +192,21 @@ def import_cmd(fmt: str, files: tuple[str, ...], into: str | None, db: str | Non
             _fail(str(exc))
             return
         for w in writes:
-            terminal.echo(f"wrote {w.file}: {w.added:,} added, {w.unchanged:,} unchanged, {w.replaced:,} replaced")
+            terminal.echo(f"wrote {w.file}: {w.added:,} added, {w.unchanged:,} unchanged, {w.replaced:,} replaced"
+                          + (f", {w.superseded:,} continued" if w.superseded else ""))
     else:
         try:
-            res = store.ingest(db, result.bundle(), replace=replace, source=f"import {fmt} " + " ".join(files))
+            res = store.ingest(db, result.bundle(), replace=replace, source=f"import {fmt} " + " ".join(files),
+                               supersede=result.supersede)
         except store.StoreConflict as exc:
             _fail(f"{exc} (nothing was written; use --replace to overwrite)")
             return
         except store.StoreError as exc:
             _fail(str(exc))
             return
+        continued = sum(res.superseded.values())
         terminal.echo(f"ingest {res.ingest_id}: {res.total_inserted:,} inserted, {res.total_unchanged:,} unchanged, "
-                      f"{res.total_replaced:,} replaced")
+                      f"{res.total_replaced:,} replaced" + (f", {continued:,} continued" if continued else ""))
     if result.unmapped.height:
         terminal.echo(f"partial import: {result.rows():,} rows imported, {result.unmapped.height:,} input records "
                       "could not be mapped (listed above)")

@@ -26,6 +26,7 @@ from .store_files import (CREATING, clear_interrupted, damaged, describe_file, e
                           no_room, publish, truncated)
 from . import future
 from .future import FutureRows
+from .continuation import SPANS
 from .contract import RECORD_KEYS, REJECTED_SCHEMA, TABLE_NAMES, TABLES, empty, schema
 
 # ---------------------------------------------------------------------------------------------
@@ -160,6 +161,9 @@ class IngestResult:
     unchanged: dict[str, int] = field(default_factory=dict)
     replaced: dict[str, int] = field(default_factory=dict)
     conflicts: list[Conflict] = field(default_factory=list)  # the conflicts replace=True overwrote
+    # stored records that records of this ingest continue (a re-exported running job, a pod's run
+    # that goes on in the next window): removed, the continuing record written in their place
+    superseded: dict[str, int] = field(default_factory=dict)
     rejected: int = 0  # rejection rows newly stored
     notes: int = 0  # notes newly stored
     rollup_s: float | None = None  # seconds the quarter-hour rollup took after the commit (None: not refreshed)
@@ -775,6 +779,30 @@ def _insert_fresh(
     return written - replaced, total - written, replaced
 
 
+def _supersede(con: duckdb.DuckDBPyConnection, table: str, frame: pl.DataFrame) -> tuple[int, pl.DataFrame | None]:
+    """Remove the stored records named by content; (how many, their keys or None for a keyless table)."""
+    canon = _canonical(table, frame).unique(maintain_order=True)
+    src = f"_sup_{table}"
+    with _registered(con, src, canon.to_arrow()):
+        match = " AND ".join(f"t.{_q(c)} IS NOT DISTINCT FROM s.{_q(c)}" for c in _cols(table))
+        row = _one(con, f"DELETE FROM {_q(table)} t WHERE EXISTS (SELECT 1 FROM {_q(src)} s WHERE {match})")
+    removed = int(row[0]) if row else 0
+    if removed != canon.height:
+        raise StoreError(f"{table}: {canon.height - removed} of the {canon.height} stored records this ingest "
+                         "continues are no longer stored as it read them (another ingest changed them "
+                         "meanwhile); nothing was written: import again")
+    keys = list(_key_cols(table))
+    return removed, (canon.select(keys).unique() if keys else None)
+
+
+def _count_keys(frame: pl.DataFrame | None, keys: pl.DataFrame) -> int:
+    """Distinct keys of `keys` that the bundle table `frame` holds."""
+    if frame is None or frame.height == 0 or keys.height == 0:
+        return 0
+    cols = keys.columns
+    return frame.select(cols).unique().join(keys, on=cols, how="semi", nulls_equal=True).height
+
+
 def _store_side_tables(con: duckdb.DuckDBPyConnection, bundle: Bundle, ingest_id: int) -> tuple[int, int]:
     """Keep the bundle's rejections, notes and present tables; returns (new rejections, new notes)."""
     rej_schema = REJECTED_SCHEMA | {"file": pl.String}
@@ -825,6 +853,7 @@ def ingest(
     batch_rows: int = DEFAULT_BATCH_ROWS,
     user: str | None = None,
     rollup: Any = "stored",
+    supersede: dict[str, pl.DataFrame] | None = None,
 ) -> IngestResult:
     """Add a bundle to the store (created on first use) in one transaction.
 
@@ -844,6 +873,12 @@ def ingest(
     up to date for that rule (quarter_store.refresh; its time in `rollup_s`); "stored" (the
     default): for the rule the store's rollup was made for, if it has one; None: leave it (it
     is stale until the next refresh, and reports read raw samples meanwhile).
+
+    `supersede` (table -> stored records, canonical, as an import read them with stored_between):
+    records that this bundle's records continue. They are removed in the same transaction before
+    the bundle is matched, so their continuation is written instead of conflicting; a continuing
+    record with the key of the one it supersedes counts as `replaced`. If one of them is no longer
+    stored as read (another ingest changed it meanwhile), nothing is written (StoreError).
     """
     if batch_rows < 1:
         raise ValueError("batch_rows must be positive")
@@ -855,7 +890,8 @@ def ingest(
         raise StoreError(f"cannot create the folder of the store {path}: {exc.strerror or exc}") from None
     if user is None:
         user = _os_user()
-    run = dict(replace=replace, progress=progress, source=source, batch_rows=batch_rows, user=user)
+    run = dict(replace=replace, progress=progress, source=source, batch_rows=batch_rows, user=user,
+               supersede=supersede or {})
     clear_interrupted(path)
     if _looks_like_foreign(path):
         if not empty_duckdb(path):
@@ -904,7 +940,7 @@ def _ingest_into(path: Path, bundle: Bundle, run: dict, *, name: Path, checkpoin
         con.execute("BEGIN TRANSACTION")
         try:
             result = _ingest_in_transaction(con, bundle, run["replace"], run["progress"], run["source"],
-                                            run["batch_rows"], run["user"])
+                                            run["batch_rows"], run["user"], run["supersede"])
             con.execute("COMMIT")
             if checkpoint:  # everything into the file itself: it is about to be moved, its WAL is not
                 con.execute("CHECKPOINT")
@@ -954,6 +990,7 @@ def _ingest_in_transaction(
     source: str | None,
     batch_rows: int,
     user: str | None = None,
+    supersede: dict[str, pl.DataFrame] | None = None,
 ) -> IngestResult:
     _ensure_schema(con)
     migrate(con)
@@ -964,6 +1001,7 @@ def _ingest_in_transaction(
 
     sizes = {t: bundle.tables[t].height for t in TABLE_NAMES if t in bundle.tables}
     todo = [t for t in TABLE_NAMES if sizes.get(t, 0) > 0]
+    superseded = {t: _supersede(con, t, f) for t, f in (supersede or {}).items() if f.height and t in TABLE_NAMES}
     # Phase 1: stage every table and look for conflicts before writing anything.
     # Tables the reader deduplicated skip the staged copy (see _fast_path).
     inside: list[Conflict] = []
@@ -990,6 +1028,12 @@ def _ingest_in_transaction(
         else:
             ins, same, rep = _ingest_table(con, t, total=sizes[t], **write)
         result.inserted[t], result.unchanged[t], result.replaced[t] = ins, same, rep
+    for t, (removed, same_key) in superseded.items():
+        result.superseded[t] = removed
+        # a continuation under the superseded record's own key is that record replaced, not a new one
+        again = _count_keys(bundle.tables.get(t), same_key) if same_key is not None else 0
+        result.inserted[t] = result.inserted.get(t, 0) - again
+        result.replaced[t] = result.replaced.get(t, 0) + again
     result.rejected, result.notes = _store_side_tables(con, bundle, ingest_id)
 
     summary = {
@@ -1171,6 +1215,27 @@ def _where(table: str, filters: dict[str, list[str]] | None, ids: list[str] | No
             parts.append(f"{_q(name)} IS NULL")
         clauses.append("(" + " OR ".join(parts) + ")")
     return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
+
+
+def stored_between(db_path: str | Path, table: str, start: datetime, end: datetime) -> pl.DataFrame:
+    """The stored records of an interval table that overlap or touch [start, end], canonical.
+
+    What an import asks before it writes (importers.StoredLookup): which cards a stored job
+    holds, which stored record a re-export continues. An empty frame when there is no store yet.
+    """
+    if table not in SPANS:
+        raise ValueError(f"table {table!r} has no time span")
+    lo, hi = SPANS[table]
+    path = Path(db_path)
+    if not path.exists():
+        return empty(table)
+    with connect(path) as con:
+        if not _has_table(con, table):
+            return empty(table)
+        sql = (f"SELECT {_select_canonical(con, table, path)} FROM {_q(table)} "
+               f"WHERE {_q(lo)} <= ? AND ({_q(hi)} IS NULL OR {_q(hi)} >= ?) "
+               f"ORDER BY {', '.join(_q(c) for c in _order_cols(table))}")
+        return _frame(con, sql, [end, start], schema(table))
 
 
 def query_records(

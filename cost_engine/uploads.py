@@ -403,7 +403,9 @@ def import_upload(
     shared data: administrators only (AccessError for anyone else, before anything is written).
     """
     from . import store
-    from .importers import import_files, write_bundle
+    from dataclasses import replace
+
+    from .importers import ImportOptions, import_files, store_lookup, write_bundle
 
     require_admin(principal, "import data")
     limit = max_upload_bytes() if max_bytes is None else max_bytes
@@ -427,6 +429,8 @@ def import_upload(
     for name, data in files:
         (dest / "files" / name).write_bytes(data)
         paths.append(dest / "files" / name)
+    if store_path is not None:  # stored jobs keep their cards, re-exports continue stored records
+        options = replace(options or ImportOptions(), stored=store_lookup(store_path))
     try:
         result = import_files(fmt, paths, config, options=options)
     except (ValueError, BundleError) as exc:
@@ -436,7 +440,7 @@ def import_upload(
         raise UploadError(f"nothing imported; most common reason: {why}")
     if store_path is not None:
         try:
-            store.ingest(store_path, result.bundle())
+            store.ingest(store_path, result.bundle(), supersede=result.supersede)
         except store.StoreConflict as exc:
             raise UploadError(f"{exc} (nothing was written)") from None
         return Imported(result=result, target=Path(store_path), into_store=True)

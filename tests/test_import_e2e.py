@@ -74,7 +74,7 @@ def canonical() -> tuple[dict[str, pl.DataFrame], str]:
         for node in nodes:
             # Cards are handed out lowest index first (what the importer does without an IDX list).
             for i in range(per):
-                allocations.append({"allocation_id": f"slurm:{job}:{node}:gpu{i}", "gpu_id": f"GPU-{node}-{i}",
+                allocations.append({"allocation_id": f"slurm:{job}:{node}:{i}", "gpu_id": f"GPU-{node}-{i}",
                                     "start": at(h0), "end": at(h1), "owner": acct, "source": "scheduler",
                                     "job_id": job, "requested_gpus": float(req)})
     for ns, pod, gpu, h0, h1 in PODS:

@@ -71,8 +71,9 @@ def test_slurm_allocations_queue_and_unmapped():
     cols = ["allocation_id", "gpu_id", "start", "end", "owner", "source", "job_id", "requested_gpus"]
     a = rows(r.frames["allocations"], cols)
 
-    def alloc(job, node, i, start, end, owner, req):
-        return {"allocation_id": f"slurm:{job}:{node}:gpu{i}", "gpu_id": f"{node}:gpu{i}", "start": t(start),
+    def alloc(job, node, i, start, end, owner, req, k=None):  # k: the job's k-th card on the node (the id)
+        return {"allocation_id": f"slurm:{job}:{node}:{i if k is None else k}", "gpu_id": f"{node}:gpu{i}",
+                "start": t(start),
                 "end": t(end), "owner": owner, "source": "scheduler", "job_id": job, "requested_gpus": req}
 
     assert a == [
@@ -80,7 +81,8 @@ def test_slurm_allocations_queue_and_unmapped():
         *(alloc("1002", n, i, "2026-10-01T10:00:00Z", "2026-10-01T11:30:00Z", "acct_vision", 4.0)
           for n in ("gpu002", "gpu003") for i in range(2)),
         # running job: ends at the export time; gpu0-3 of gpu001 are still held by 1001 then
-        *(alloc("1003", "gpu001", i, "2026-10-01T11:00:00Z", "2026-10-01T14:00:00Z", "acct_llm", 2.0) for i in (4, 5)),
+        *(alloc("1003", "gpu001", i, "2026-10-01T11:00:00Z", "2026-10-01T14:00:00Z", "acct_llm", 2.0, k)
+          for k, i in enumerate((4, 5))),
     ]
     q = rows(r.frames["queue"], ["job_id", "owner", "pool", "gpus", "submit", "start", "reason"])
     assert q == [
@@ -107,7 +109,7 @@ def test_slurm_running_job_without_export_time_is_unmapped():
     r = import_files("slurm", [FIX / "sacct.txt"], UTC_CONFIG)
     assert ("sacct.txt", 6, "job 1003 (RUNNING) has End Unknown: give the export time (--end-at) to end running "
             "jobs there") in unmapped(r)
-    assert "slurm:1003:gpu001:gpu4" not in r.frames["allocations"]["allocation_id"].to_list()
+    assert "1003" not in r.frames["allocations"]["job_id"].to_list()
 
 
 def test_slurm_offsetless_times_need_source_timezone():
@@ -413,7 +415,7 @@ def test_write_bundle_is_idempotent_and_refuses_conflicts(tmp_path):
                          options=ImportOptions(end_at=t("2026-10-01T15:00:00Z")))
     from cost_engine.importers import BundleConflict
 
-    with pytest.raises(BundleConflict, match="allocation_id slurm:1003:gpu001:gpu4"):
+    with pytest.raises(BundleConflict, match="allocation_id slurm:1003:gpu001:0"):
         write_bundle(later, tmp_path, UTC_CONFIG)
     replaced = write_bundle(later, tmp_path, UTC_CONFIG, replace=True)
     assert replaced[0].replaced == 2
@@ -487,7 +489,7 @@ def test_slurm_header_forms(tmp_path):
         r = import_files("slurm", [f], UTC_CONFIG)
         a = r.frames["allocations"]
         assert a.select("allocation_id", "job_id", "owner").rows() == [
-            ("slurm:7:n1:gpu0", "7", "acct"), ("slurm:7:n1:gpu1", "7", "acct")], name
+            ("slurm:7:n1:0", "7", "acct"), ("slurm:7:n1:1", "7", "acct")], name
         hours = sum((e - s).total_seconds() / 3600 for s, e in a.select("start", "end").iter_rows())
         assert hours == 4.0, name
         assert r.unmapped.height == 0, name

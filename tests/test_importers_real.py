@@ -180,8 +180,8 @@ def test_sacct_xdmod_phillips_excerpt():
     r = run("slurm", "sacct_xdmod_phillips_head.txt", UTC_CONFIG, columns=XDMOD)
     a = r.frames["allocations"]
     assert a.select("allocation_id", "gpu_id", "owner", "job_id").rows() == [
-        ("slurm:163485:cpn-f11-31:gpu0", "cpn-f11-31:gpu0", "chaff", "163485"),
-        ("slurm:163485:cpn-f11-31:gpu1", "cpn-f11-31:gpu1", "chaff", "163485"),
+        ("slurm:163485:cpn-f11-31:0", "cpn-f11-31:gpu0", "chaff", "163485"),
+        ("slurm:163485:cpn-f11-31:1", "cpn-f11-31:gpu1", "chaff", "163485"),
     ]
     assert set(a["start"].to_list()) == {t("2016-12-22T07:15:13Z")}
     assert set(a["end"].to_list()) == {t("2017-01-01T20:42:19Z")}

@@ -12,6 +12,11 @@ back at the input file and row.
     result.unmapped                # file, row, reason, table
     result.bundle()                # a Bundle for store.ingest or compute
 
+With `ImportOptions.stored` (what `ailedger import` passes: the target store or folder) the
+validated rows are also matched against what is stored (`continue_stored`, continuation.py):
+an export that overlaps the last one adds nothing, and records it continues replace the stored
+ones (`ImportResult.supersede`, which store.ingest and write_bundle apply).
+
 Row numbers in `unmapped` are 1-based: the line number for line-oriented text (sacct,
 JSON lines), the data row for CSV (header excluded, like a bundle file), the record's
 position for JSON documents (series, bucket result, span); each format's doc says which.
@@ -22,7 +27,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -32,11 +37,15 @@ from zoneinfo import ZoneInfo
 import polars as pl
 
 from .. import csv_guard, future
+from ..continuation import MERGED, SPANS, merge_stored, open_queue
 from ..bundle import ROW, Bundle, BundleError, validate_frame
 from ..config import Config
 from ..contract import TABLES, empty
 
 UTC = timezone.utc
+# (table, start, end) -> the records of that interval table already stored (in the store or the
+# bundle folder an import writes to) that overlap or touch [start, end], canonical.
+StoredLookup = Callable[[str, datetime, datetime], pl.DataFrame]
 UNMAPPED_SCHEMA = pl.Schema({"file": pl.String, "row": pl.Int64, "reason": pl.String, "table": pl.String})
 
 
@@ -72,6 +81,9 @@ class ImportOptions:
     pool_label: str | None = None
     # every format: the time future-dated rows are judged by (future.py; default the wall clock)
     now: datetime | None = None
+    # every format: what the target already holds (store_lookup / folder_lookup); with it a job
+    # keeps the cards it was stored on, and a re-export continues stored records (see continuation)
+    stored: StoredLookup | None = None
 
 
 @dataclass
@@ -129,6 +141,9 @@ class ImportResult:
     notes: list[tuple[str, str]] = field(default_factory=list)
     ignored: list[tuple[str, list[str]]] = field(default_factory=list)  # (why, names) left out on purpose
     input_records: bool = True  # whether the input held anything at all (a 0-byte file does not)
+    # table -> stored records (canonical) that records of this import continue: store.ingest and
+    # write_bundle remove them as they write their continuation (see continuation.py)
+    supersede: dict[str, pl.DataFrame] = field(default_factory=dict)
 
     def counts(self) -> dict[str, int]:
         return {t: f.height for t, f in self.frames.items()}
@@ -228,16 +243,69 @@ def import_files(
         if not f.is_file():
             raise ImportFailed(f"{f}: no such file")
     parsed = importer.read(files, options, config)
-    result = validate_parsed(fmt, parsed, config, now=options.now)
+    result = validate_parsed(fmt, parsed, config, options.stored, now=options.now)
     result.input_records = any(f.read_bytes().strip() for f in files)
     return result
 
 
-def validate_parsed(fmt: str, parsed: Parsed, config: Config, now: datetime | None = None) -> ImportResult:
-    """Pass an importer's rows through bundle validation (also for rows read over HTTP).
+def validate_parsed(fmt: str, parsed: Parsed, config: Config, stored: StoredLookup | None = None,
+                    now: datetime | None = None) -> ImportResult:
+    """Pass an importer's rows through bundle validation (also for rows read over HTTP); with
+    `stored`, records that continue stored ones take their place (continue_stored).
 
     Future-dated rows (future.py, judged at `now`) are kept and named in the notes, per table."""
-    return _validate(fmt, parsed, config, future.clock(now))
+    result = _validate(fmt, parsed, config, future.clock(now))
+    if stored is not None:
+        continue_stored(result, stored)
+    return result
+
+
+def continue_stored(result: ImportResult, stored: StoredLookup) -> None:
+    """Merge the imported records with the stored records they continue (continuation.py).
+
+    Interval tables (allocations, events): the union of a record and the stored ones of the same
+    identity that it overlaps or touches replaces them; queue: a stored row of a job that was
+    still waiting gives way to the job's new row. An overlapping export therefore adds nothing.
+    """
+    for table, (lo, hi, _) in MERGED.items():
+        frame = result.frames.get(table)
+        if frame is None or frame.height == 0:
+            continue
+        old = stored(table, frame[lo].min(), frame[hi].max())
+        if old.height == 0:
+            continue
+        write, gone = merge_stored(table, frame, old)  # contract columns only, as the store keeps them
+        result.frames[table] = write
+        if gone.height:
+            result.supersede[table] = gone
+    queue = result.frames.get("queue")
+    if queue is not None and queue.height:
+        old = stored("queue", queue["submit"].min(), queue["submit"].max())
+        gone = open_queue(queue, old)
+        if gone.height:
+            result.supersede["queue"] = gone
+
+
+def store_lookup(db_path: str | Path) -> StoredLookup:
+    """What a store already holds, for ImportOptions.stored (store.stored_between)."""
+    from .. import store
+
+    return lambda table, start, end: store.stored_between(db_path, table, start, end)
+
+
+def folder_lookup(folder: str | Path, config: Config | None = None) -> StoredLookup:
+    """What a bundle folder already holds, for ImportOptions.stored (its table files, validated)."""
+    root, config = Path(folder), config or Config()
+    def lookup(table: str, start: datetime, end: datetime) -> pl.DataFrame:
+        path = _table_file(root, table) if root.is_dir() else None
+        if path is None:
+            return empty(table)
+        canon, _ = validate_frame(table, frame_as_text(_read_any(path)), config, path.name)
+        lo, hi = SPANS[table]
+        canon = canon.select([c.name for c in TABLES[table]])
+        return canon.filter((pl.col(lo) <= end) & (pl.col(hi).is_null() | (pl.col(hi) >= start)))
+
+    return lookup
 
 
 def _validate(fmt: str, parsed: Parsed, config: Config, now: datetime) -> ImportResult:
@@ -324,8 +392,9 @@ _ISO_RE = re.compile(
 def parse_time(value: str | None, source_tz: str | None = None) -> datetime | None:
     """An ISO 8601 (with or without offset) or epoch-seconds text as a datetime.
 
-    With an offset (or epoch): aware UTC. Without: localised in `source_tz` when given, else
-    returned naive (callers may still take differences, but never emit it as UTC).
+    With an offset (or epoch): aware UTC. Without: localised in `source_tz` when given (see
+    `localize`: LocalTimeError for a time the zone has twice or not at all), else returned
+    naive (callers may still take differences, but never emit it as UTC).
     """
     if value is None:
         return None
@@ -358,8 +427,38 @@ def parse_time(value: str | None, source_tz: str | None = None) -> datetime | No
             off = off[:3] + ":" + off[3:]
         return datetime.fromisoformat(f"{day}T{clock}{off}").astimezone(UTC)
     if source_tz:
-        return naive.replace(tzinfo=ZoneInfo(source_tz)).astimezone(UTC)
+        return localize(naive, source_tz, s)
     return naive
+
+
+class LocalTimeError(ValueError):
+    """A wall-clock time without offset that its zone shows twice (autumn) or never (spring)."""
+
+
+def local_time_refused(value: str | None, source_tz: str | None) -> bool:
+    """Whether parse_time refuses `value` under the local-time rule (to name the field at fault)."""
+    try:
+        parse_time(value, source_tz)
+    except LocalTimeError:
+        return True
+    return False
+
+
+def localize(naive: datetime, source_tz: str, shown: str | None = None) -> datetime:
+    """A naive wall-clock time of `source_tz` as aware UTC: the one local-time rule of every importer.
+
+    Bundle validation's rule too (`bundle_validate._localise`, same wording): a time that
+    happens twice at the autumn change, or never in the spring gap, is refused with
+    LocalTimeError, never guessed; only an offset can say which one the source meant.
+    """
+    zone = ZoneInfo(source_tz)
+    first, second = naive.replace(tzinfo=zone, fold=0), naive.replace(tzinfo=zone, fold=1)
+    if first.utcoffset() != second.utcoffset():
+        what = shown if shown is not None else iso(naive)
+        if first.astimezone(UTC).astimezone(zone).replace(tzinfo=None) != naive:
+            raise LocalTimeError(f"'{what}' does not exist in {source_tz} (DST gap; give an offset)")
+        raise LocalTimeError(f"'{what}' is ambiguous in {source_tz} (DST change; give an offset)")
+    return first.astimezone(UTC)
 
 
 def to_int(v: Any) -> int | None:
@@ -483,6 +582,7 @@ class TableWrite:
     unchanged: int = 0
     replaced: int = 0
     conflicts: list[str] = field(default_factory=list)  # record keys already there with other content
+    superseded: int = 0  # records there that imported ones continue (removed; see continuation.py)
 
 
 class BundleConflict(ValueError):
@@ -532,14 +632,17 @@ def write_bundle(result: ImportResult, folder: str | Path, config: Config | None
     A table without a file gets `<table>.csv`; an existing file (CSV, JSONL or Parquet) is
     rewritten in its format with the new records appended. Records already there with the
     same content are skipped (a re-import changes nothing); a record key already there with
-    other content is a conflict: BundleConflict and nothing written, unless `replace`.
+    other content is a conflict: BundleConflict and nothing written, unless `replace`. The
+    records of `result.supersede` (continued by imported ones) are removed as they are written.
     """
     config = config or Config()
     root = Path(folder)
     root.mkdir(parents=True, exist_ok=True)
     plans: list[tuple[TableWrite, Path, pl.DataFrame | None, list[int], list[int]]] = []
-    for table, new in result.frames.items():
-        if new.height == 0:
+    for table in dict.fromkeys([*result.frames, *result.supersede]):
+        new = result.frames.get(table, empty(table))
+        gone = result.supersede.get(table)
+        if new.height == 0 and (gone is None or gone.height == 0):
             continue
         path = _table_file(root, table)
         if path is None:
@@ -550,8 +653,18 @@ def write_bundle(result: ImportResult, folder: str | Path, config: Config | None
         old_text = frame_as_text(old).with_row_index(_LINE)
         canon, _rej = validate_frame(table, old_text.with_columns(pl.col(_LINE).cast(pl.String)), config, path.name)
         canon_text = frame_as_text(canon.select(*[c.name for c in TABLES[table]], _LINE))
-        new_canon = frame_as_text(new.select(*[c.name for c in TABLES[table]]))
         keys = list(_record_key(table))
+        superseded: list[int] = []
+        again = 0  # continuations under the key of the record they supersede: replaced, not added
+        new_canon = frame_as_text(new.select(*[c.name for c in TABLES[table]]))
+        if gone is not None and gone.height:
+            content_cols = [c.name for c in TABLES[table]]
+            lines = canon_text.join(frame_as_text(gone.select(content_cols)), on=content_cols, how="semi",
+                                    nulls_equal=True)
+            superseded = lines[_LINE].cast(pl.Int64).to_list()
+            canon_text = canon_text.filter(~pl.col(_LINE).cast(pl.Int64).is_in(superseded))
+            if keys != content_cols:
+                again = new_canon.join(lines.select(keys).unique(), on=keys, how="semi", nulls_equal=True).height
         content = [c.name for c in TABLES[table]]
         h = pl.struct(content).hash().alias("__h")
         old_k = canon_text.select(*keys, pl.col(_LINE).cast(pl.Int64), h)
@@ -564,17 +677,17 @@ def write_bundle(result: ImportResult, folder: str | Path, config: Config | None
                  *(pl.col(k).first() for k in keys))
             .sort("__i")
         )
-        w = TableWrite(table, path.name)
+        w = TableWrite(table, path.name, superseded=len(superseded))
         fresh = m.filter(pl.col("lines").list.len() == 0)
         same = m.filter((pl.col("lines").list.len() > 0) & pl.col("same").fill_null(False))
         clash = m.filter((pl.col("lines").list.len() > 0) & ~pl.col("same").fill_null(False))
-        w.added, w.unchanged = fresh.height, same.height
+        w.added, w.unchanged, w.replaced = fresh.height - again, same.height, again
         keep_new = fresh["__i"].to_list()
-        drop_old: list[int] = []
+        drop_old: list[int] = list(superseded)
         if replace:
             keep_new = sorted(keep_new + clash["__i"].to_list())
-            drop_old = clash["lines"].explode().drop_nulls().to_list()
-            w.replaced = clash.height
+            drop_old += clash["lines"].explode().drop_nulls().to_list()
+            w.replaced += clash.height
         else:
             w.conflicts = [", ".join(f"{k} {v}" for k, v in zip(keys, vals)) for vals in clash.select(keys).iter_rows()]
         plans.append((w, path, old, keep_new, drop_old))
@@ -582,7 +695,7 @@ def write_bundle(result: ImportResult, folder: str | Path, config: Config | None
     if any(w.conflicts for w in writes):
         raise BundleConflict(writes)
     for w, path, old, keep_new, drop_old in plans:
-        typed = result.frames[w.table][keep_new]
+        typed = result.frames.get(w.table, empty(w.table))[keep_new]
         if old is None:
             csv_guard.write_csv(frame_as_text(typed), path)
             continue
@@ -623,6 +736,13 @@ __all__ = [
     "ImportOptions",
     "ImportResult",
     "Importer",
+    "LocalTimeError",
+    "localize",
+    "local_time_refused",
+    "StoredLookup",
+    "continue_stored",
+    "folder_lookup",
+    "store_lookup",
     "ENTRY_POINT_GROUP",
     "PLUGIN_ERRORS",
     "load_entry_points",

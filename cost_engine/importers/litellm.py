@@ -34,7 +34,8 @@ from typing import Any
 import polars as pl
 
 from ..config import Config
-from . import UTC, ImportFailed, ImportOptions, Parsed, dig, load_json_records, parse_time, to_int
+from . import (UTC, ImportFailed, ImportOptions, LocalTimeError, Parsed, dig, load_json_records,
+               local_time_refused, parse_time, to_int)
 
 _CACHED_PATHS = (
     ("usage_object", "prompt_tokens_details", "cached_tokens"),
@@ -129,9 +130,12 @@ class LitellmImporter:
             parsed.skip(path, row, f"request {rid}: cached tokens ({cached}) exceed prompt_tokens ({prompt}); "
                         "prompt_tokens should include them")
             return 0
-        start = parse_time(_text(rec.get("startTime")), tz)
-        end = parse_time(_text(rec.get("endTime")), tz)
-        first = parse_time(_text(rec.get("completionStartTime")), tz)
+        try:  # the importers' one local-time rule (offset-less times need source_timezone)
+            start, end, first = (parse_time(_text(rec.get(f)), tz) for f in _TIMES)
+        except LocalTimeError as exc:
+            bad = next(f for f in _TIMES if local_time_refused(_text(rec.get(f)), tz))
+            parsed.skip(path, row, f"request {rid}: {bad} {exc}")
+            return 0
         status = rec.get("status")
         parsed.add(
             "requests", path, row,
@@ -185,6 +189,9 @@ class LitellmImporter:
             if sum(tokens):
                 parsed.skip(path, row, f"daily row {day}: tokens but no requests")
             # an empty row (no requests, no tokens) has nothing to import
+
+
+_TIMES = ("startTime", "endTime", "completionStartTime")
 
 
 _OWNER_FIELDS = ("team_id", "api_key", "user", "user_id", "end_user")

@@ -81,7 +81,8 @@ def import_from_api(fmt: str, importer, url: str, start: datetime, end: datetime
     queries = importer.queries(options)
     series = fetch_series(url, queries, start, end, step)
     options = dataclasses.replace(options, step_s=options.step_s or step)  # the samples are a step apart
-    result = validate_parsed(fmt, importer.read_series(series, options, config), config, now=options.now)
+    result = validate_parsed(fmt, importer.read_series(series, options, config), config, options.stored,
+                             now=options.now)
     result.input_records = bool(series)
     return result
 

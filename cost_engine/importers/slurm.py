@@ -19,8 +19,11 @@ Mapping (row numbers are line numbers of the file):
   started -> N allocation rows, N / len(nodes) per node of NodeList (`gpu[001-004,007]` is
   expanded); gpu_id is `ImportOptions.gpu_map[(node, index)]` when the inventory maps it,
   else `<node>:gpu<index>`. The index comes from an `IDX:` list in a Gres / AllocGRES field
-  when the export has one (`gpu:a100:4(IDX:0-3)`); otherwise the cards of each node are
-  handed out lowest-free-index first, in start order, over the jobs of the file.
+  when the export has one (`gpu:a100:4(IDX:0-3)`); a job already stored (ImportOptions.stored)
+  keeps its cards; otherwise each node's lowest indices free of stored allocations and of the
+  jobs placed before it (start order) that overlap it. allocation_id `slurm:<JobID>:<node>:<k>`.
+  Local times follow the importers' one rule (`localize`: ambiguous or missing ones refused);
+  a NodeList naming more than MAX_HOSTS nodes is refused before it is expanded.
   owner = Account (source `scheduler`), job_id = JobID, requested_gpus from ReqTRES.
 - Start/End "Unknown", "None" or empty are missing. A RUNNING job has End "Unknown": it ends
   at `ImportOptions.end_at` when given, else it is reported unmapped.
@@ -41,8 +44,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+import polars as pl
+
 from ..config import Config
-from . import UTC, ImportFailed, ImportOptions, Parsed, iso, parse_time
+from . import UTC, ImportFailed, ImportOptions, LocalTimeError, Parsed, iso, local_time_refused, parse_time
 
 DEFAULT_FIELDS = (
     "JobID", "Account", "User", "Partition", "Start", "End", "State", "AllocTRES", "NodeList", "ReqTRES",
@@ -59,15 +64,39 @@ def _missing(v: str | None) -> bool:
 # ---------------------------------------------------------------------------- parsing helpers
 
 
-def expand_hostlist(text: str) -> list[str]:
-    """`gpu[001-003,007],cpu1` -> gpu001 gpu002 gpu003 gpu007 cpu1 (zero padding kept)."""
+# More nodes than any cluster has (the largest ones have tens of thousands): a NodeList that
+# expands to more is refused before it is expanded (`gpu[1-20000000]` would take gigabytes).
+MAX_HOSTS = 100_000
+
+
+def expand_hostlist(text: str, limit: int = MAX_HOSTS) -> list[str]:
+    """`gpu[001-003,007],cpu1` -> gpu001 gpu002 gpu003 gpu007 cpu1 (zero padding kept).
+
+    ValueError for a malformed list, or one naming more than `limit` hosts (counted first)."""
     text = text.strip()
     if _missing(text):
         return []
+    parts = _split_top(text)
+    total = sum(_count_one(p) for p in parts)
+    if total > limit:
+        shown = text if len(text) <= 60 else text[:57] + "..."
+        raise ValueError(f"node list {shown!r} names {total:,} nodes, more than the {limit:,} a cluster can have")
     hosts: list[str] = []
-    for part in _split_top(text):
+    for part in parts:
         hosts.extend(_expand_one(part))
     return hosts
+
+
+def _count_one(pattern: str) -> int:
+    """How many hosts one pattern expands to: the product of its bracket lists' sizes."""
+    n = 1
+    for group in re.findall(r"\[([^\]]*)\]", pattern):
+        size = 0
+        for rng in group.split(","):
+            lo, sep, hi = rng.strip().partition("-")
+            size += int(hi) - int(lo) + 1 if sep and lo.isdigit() and hi.isdigit() else 1
+        n *= max(size, 1)
+    return n
 
 
 def _split_top(text: str) -> list[str]:
@@ -222,7 +251,7 @@ class SlurmImporter:
         parsed = Parsed()
         tz = config.period.source_timezone
         steps = cpu_only = 0
-        placements: list[tuple[_Job, list[str], int, datetime, datetime, str, str | None]] = []
+        placements: list[_Placement] = []
         for path in paths:
             for job in _records(path, options, parsed):
                 jid = job.get("jobid") or job.get("jobidraw") or ""
@@ -259,7 +288,12 @@ class SlurmImporter:
                                     "give the export time (--end-at) to end running jobs there")
                         continue
                     end_text = iso(options.end_at)
-                start, end = parse_time(start_text, tz), parse_time(end_text, tz)
+                try:
+                    start, end = parse_time(start_text, tz), parse_time(end_text, tz)
+                except LocalTimeError as exc:  # the importers' one local-time rule
+                    field = "Start" if local_time_refused(start_text, tz) else "End"
+                    parsed.skip(job.file, job.line, f"job {jid}: {field} {exc}")
+                    continue
                 if start is None or end is None:
                     bad = start_text if start is None else end_text
                     parsed.skip(job.file, job.line, f"job {jid}: cannot read time {bad!r}")
@@ -277,11 +311,13 @@ class SlurmImporter:
                                 f"job {jid}: {alloc_n} GPUs do not split evenly over {len(nodes)} nodes")
                     continue
                 if job.get("reason") and queue_reason(job.get("reason")) != "other" and not _missing(job.get("submit")):
-                    if (sub := parse_time(job.get("submit"), tz)) is not None and _lt(sub, start):
+                    if local_time_refused(job.get("submit"), tz):  # the queue row's validation names the reason
                         self._queue(parsed, job, req_n or alloc_n, start=start_text)
-                placements.append((job, nodes, alloc_n // len(nodes), _naive(start), _naive(end),
-                                   _as_text(end, end_text), req_n))
-        self._place(parsed, placements, options, tz)
+                    elif (sub := parse_time(job.get("submit"), tz)) is not None and _lt(sub, start):
+                        self._queue(parsed, job, req_n or alloc_n, start=start_text)
+                placements.append(_Placement(job, nodes, alloc_n // len(nodes), start, end,
+                                             _as_text(start, start_text), _as_text(end, end_text), req_n))
+        self._place(parsed, placements, options)
         if steps:
             parsed.note("slurm job steps", f"{steps} job step lines skipped (their job's line carries the GPUs)")
         if cpu_only:
@@ -303,42 +339,117 @@ class SlurmImporter:
             submit=job.get("submit"), start=start, reason=queue_reason(job.get("reason")),
         )
 
-    def _place(self, parsed: Parsed, jobs: list, options: ImportOptions, tz: str | None) -> None:
-        """Cards per node: explicit IDX when given, else lowest free index in start order."""
+    def _place(self, parsed: Parsed, jobs: list[_Placement], options: ImportOptions) -> None:
+        """Cards per node, each job's a function of the job and of what the store holds.
+
+        A job already stored keeps its cards (found by job id and node, whatever the id scheme
+        that stored them). An IDX list names the cards. Any other job gets, per node, the lowest
+        free indices: free of every stored allocation and of every job placed before it (start
+        order) that overlaps it in time. The allocation id `slurm:<JobID>:<node>:<k>` (the
+        job's k-th card there) never depends on the other rows of the file.
+        """
         gpu_map = options.gpu_map or {}
-        held: dict[str, list[tuple[datetime, int]]] = {}  # node -> (end, index) in use
-        order = sorted(jobs, key=lambda j: (j[3], j[0].get("jobid")))
-        for job, nodes, per_node, start, end, end_text, req_n in order:
+        held = self._held(jobs, options)  # node -> [(start, end, gpu_id, job_id, allocation_id)] stored
+        by_job: dict[tuple[str, str], list[tuple[str, str]]] = {}  # (node, job) -> its stored (id, gpu)
+        for node, rows in held.items():
+            for _, _, g, j, a in rows:
+                by_job.setdefault((node, j), []).append((a, g))
+        fixed: list[tuple[_Placement, dict[str, list[tuple[str, str]]]]] = []
+        free: list[_Placement] = []
+        for p in jobs:
             explicit = None
             for f in _GRES_FIELDS:
-                if job.get(f):
-                    explicit = gpu_indices(job.get(f))
+                if p.job.get(f):
+                    explicit = gpu_indices(p.job.get(f))
                     break
-            if explicit is not None and len(explicit) != per_node:
-                parsed.skip(job.file, job.line,
-                            f"job {job.get('jobid')}: IDX lists {len(explicit)} GPUs, AllocTRES {per_node} per node")
+            if explicit is not None and len(explicit) != p.per_node:
+                parsed.skip(p.job.file, p.job.line,
+                            f"job {p.jid}: IDX lists {len(explicit)} GPUs, AllocTRES {p.per_node} per node")
                 continue
-            for node in nodes:
-                busy = [(e, i) for e, i in held.get(node, []) if e > start]
-                if explicit is not None:
-                    idx = explicit
-                else:
-                    taken = {i for _, i in busy}
-                    idx, i = [], 0
-                    while len(idx) < per_node:
-                        if i not in taken:
-                            idx.append(i)
-                        i += 1
-                held[node] = busy + [(end, i) for i in idx]
-                for i in idx:
+            mine = {n: sorted(by_job.get((n, p.jid), [])) for n in p.nodes}
+            counts = {len(v) for v in mine.values()}
+            if counts != {0}:
+                if counts != {p.per_node}:
+                    parsed.skip(p.job.file, p.job.line,
+                                f"job {p.jid}: stored on {sorted(counts)} cards per node, this export has "
+                                f"{p.per_node}: import it with --replace once the store's rows are checked")
+                    continue
+                if explicit is not None:  # the export names the cards: they win (a conflict if they moved)
+                    mine = {n: [(a, gpu_map.get((n, i), f"{n}:gpu{i}")) for (a, _), i in zip(v, explicit)]
+                            for n, v in mine.items()}
+                fixed.append((p, mine))
+            elif explicit is not None:
+                fixed.append((p, {n: [(f"slurm:{p.jid}:{n}:{k}", gpu_map.get((n, i), f"{n}:gpu{i}"))
+                                      for k, i in enumerate(explicit)] for n in p.nodes}))
+            else:
+                free.append(p)
+        # Occupancy per node: stored allocations of jobs not in this file, then the fixed jobs.
+        in_file = {p.jid for p in jobs}
+        busy: dict[str, list[tuple[datetime, datetime, str]]] = {}
+        for node, rows in held.items():
+            busy[node] = [(s0, e0, g) for s0, e0, g, j, _ in rows if j not in in_file]
+        for p, mine in fixed:
+            for node, cards in mine.items():
+                busy.setdefault(node, []).extend((_naive(p.start), _naive(p.end), g) for _, g in cards)
+                self._add(parsed, p, node, cards)
+        for p in sorted(free, key=lambda q: (_naive(q.start), q.jid)):
+            s0, e0 = _naive(p.start), _naive(p.end)
+            for node in p.nodes:
+                # In start order, what ended by this start can overlap no later job: drop it, so
+                # the list holds the node's running jobs (plus stored ones still to come).
+                here = busy[node] = [x for x in busy.get(node, []) if x[1] > s0]
+                taken = {g for a, b, g in here if a < e0}
+                cards, i = [], 0
+                while len(cards) < p.per_node:
                     gpu = gpu_map.get((node, i), f"{node}:gpu{i}")
-                    parsed.add(
-                        "allocations", job.file, job.line,
-                        allocation_id=f"slurm:{job.get('jobid')}:{node}:gpu{i}", gpu_id=gpu,
-                        start=_as_text(parse_time(job.get("start"), tz), job.get("start")), end=end_text,
-                        owner=job.get("account") or None,
-                        source="scheduler", job_id=job.get("jobid"), requested_gpus=req_n,
-                    )
+                    if gpu not in taken:
+                        cards.append((f"slurm:{p.jid}:{node}:{len(cards)}", gpu))
+                    i += 1
+                busy.setdefault(node, []).extend((s0, e0, g) for _, g in cards)
+                self._add(parsed, p, node, cards)
+
+    @staticmethod
+    def _held(jobs: list[_Placement], options: ImportOptions) -> dict[str, list]:
+        """Stored Slurm allocations over the file's span, per node (the node is in the id)."""
+        aware = [p for p in jobs if p.start.tzinfo is not None and p.end.tzinfo is not None]
+        if options.stored is None or not aware:
+            return {}
+        t0, t1 = min(p.start for p in aware), max(p.end for p in aware)
+        rows = options.stored("allocations", t0, t1).filter(
+            (pl.col("source") == "scheduler") & pl.col("allocation_id").str.starts_with("slurm:"))
+        held: dict[str, list] = {}
+        for aid, gpu, a, b, jid in rows.select("allocation_id", "gpu_id", "start", "end", "job_id").iter_rows():
+            parts = aid.split(":")
+            if len(parts) >= 4:
+                held.setdefault(parts[2], []).append((_naive(a), _naive(b), gpu, jid, aid))
+        return held
+
+    @staticmethod
+    def _add(parsed: Parsed, p: _Placement, node: str, cards: list[tuple[str, str]]) -> None:
+        for aid, gpu in cards:
+            parsed.add(
+                "allocations", p.job.file, p.job.line,
+                allocation_id=aid, gpu_id=gpu, start=p.start_text, end=p.end_text,
+                owner=p.job.get("account") or None, source="scheduler", job_id=p.jid, requested_gpus=p.req_n,
+            )
+
+
+@dataclass
+class _Placement:
+    """A started job with GPUs, read and checked, waiting for its cards."""
+
+    job: _Job
+    nodes: list[str]
+    per_node: int
+    start: datetime  # aware UTC, or naive when the export has no offset and no zone is set
+    end: datetime
+    start_text: str | None  # as written into the allocation (ISO with Z, or sacct's text)
+    end_text: str | None
+    req_n: int | None
+
+    @property
+    def jid(self) -> str:
+        return self.job.get("jobid") or ""
 
 
 def _as_text(ts: datetime | None, raw: str | None) -> str | None:

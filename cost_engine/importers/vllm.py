@@ -33,12 +33,20 @@ Owner: `ImportOptions.owner`, else the value of the label named by `owner_label`
 `namespace` (source `kubernetes`, like the pods' GPU allocations). Without any of them (a bare
 scrape, an `instance` only, which changes on restart) the counters are unmapped with the reason.
 Bucket rows: request_id `vllm:<server>:<model>:<start epoch>`, ts/end the bucket, status ok.
+
+With `ImportOptions.stored` (an import into a store or folder), intervals that a stored bucket
+of the same server and model already counts are skipped, so an export that overlaps the last
+one only adds the buckets it completes; an interval straddling a stored bucket's edge (another
+step grid) is reported unmapped, never split.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import defaultdict
 from pathlib import Path
+
+import polars as pl
 
 from ..config import Config
 from . import ImportOptions, Parsed, from_epoch
@@ -172,10 +180,25 @@ class VllmImporter:
             parsed.note("vllm requests unknown", f"{model} on {server}: no request counter "
                         "(vllm:request_success_total); each bucket counts as 1 request")
         intervals = sorted(set().union(*(set(v) for v in per_role.values())))
+        stored = _stored_buckets(options, f"vllm:{server}:{model}:", intervals)
+        intervals, partial = _uncounted(intervals, stored)
+        if partial:
+            parsed.skip(first.file, first.row, f"{model} on {server}: {partial} intervals straddle the edge of a "
+                        "stored bucket (the exports' steps are not aligned): their increase cannot be split, "
+                        "not counted", "requests")
         carry = {"prompt": 0.0, "output": 0.0, "cached": 0.0, "requests": 0.0, "prefill": 0.0, "decode": 0.0}
         carry_start: float | None = None
         clamped = 0
-        for t0, t1 in intervals:
+        for interval in intervals:
+            if interval is None:  # inside a stored bucket: counted by the export that stored it
+                if carry_start is not None and (carry["prompt"] + carry["output"]) > 0:
+                    parsed.skip(first.file, first.row, f"{model} on {server}: {round(carry['prompt'])} prompt and "
+                                f"{round(carry['output'])} output tokens just before a stored bucket "
+                                f"(from {from_epoch(carry_start):%Y-%m-%dT%H:%M:%SZ}): no bucket", "requests")
+                carry = dict.fromkeys(carry, 0.0)
+                carry_start = None
+                continue
+            t0, t1 = interval
             vals = {r: per_role[r].get((t0, t1)) if r in per_role else 0.0 for r in carry}
             if any(vals[r] is None for r in ("prompt", "output")) or (has_requests and vals["requests"] is None):
                 continue  # a NaN next to this interval: reported above
@@ -212,6 +235,36 @@ class VllmImporter:
         if clamped:
             parsed.note("vllm cached tokens", f"{model} on {server}: {clamped} buckets counted more cached than "
                         "prompt tokens (the counters tick at different moments); cached clamped to prompt")
+
+
+def _stored_buckets(options: ImportOptions, prefix: str, intervals: list) -> list[tuple[float, float]]:
+    """[ts, end) in epoch seconds of the buckets of this server and model already stored."""
+    if options.stored is None or not intervals:
+        return []
+    old = options.stored("requests", from_epoch(intervals[0][0]), from_epoch(intervals[-1][1]))
+    old = old.filter(pl.col("request_id").str.starts_with(prefix) & pl.col("end").is_not_null())
+    return sorted((a.timestamp(), b.timestamp()) for a, b in old.select("ts", "end").iter_rows())
+
+
+def _uncounted(intervals: list, stored: list[tuple[float, float]]) -> tuple[list[tuple[float, float] | None], int]:
+    """The intervals no stored bucket counts, None where a run of them was left out,
+    and how many straddle a stored bucket's edge (neither inside nor outside: not counted)."""
+    if not stored:
+        return intervals, 0
+    starts = [a for a, _ in stored]
+    out: list = []
+    partial = 0
+    for t0, t1 in intervals:
+        i = bisect_right(starts, t0) - 1  # the last stored bucket starting at or before t0
+        j = bisect_right(starts, t1 - 1e-9) - 1  # the last one starting before t1
+        if i >= 0 and t1 <= stored[i][1]:
+            if not out or out[-1] is not None:
+                out.append(None)
+        elif j > i or (i >= 0 and t0 < stored[i][1]):
+            partial += 1
+        else:
+            out.append((t0, t1))
+    return out, partial
 
 
 def _server_key(labels: dict) -> tuple:
