@@ -30,18 +30,19 @@ def damaged(path: str | Path) -> str:
 
 
 def truncated(con: duckdb.DuckDBPyConnection, path: Path) -> bool:
-    """True when the file is shorter than the blocks its header counts (a copy or a disk that
-    stopped short): one pragma and a stat, so every open can check, long before a query
-    reads past the end."""
+    """True when the file is shorter than the blocks in use need (a copy or a disk that stopped
+    short): one pragma and a stat, so every open can check, long before a query reads past the
+    end. Used blocks, not total ones: DuckDB shrinks a file whose trailing blocks are free while
+    still counting them, so a healthy store can be shorter than all its blocks."""
     row = con.execute("PRAGMA database_size").fetchall()
     if not row:
         return False
-    block_size, total_blocks = row[0][2], row[0][3]
+    block_size, used_blocks = row[0][2], row[0][4]
     try:
         size = path.stat().st_size
     except OSError:
         return False
-    return size < int(block_size) * int(total_blocks)
+    return size < int(block_size) * int(used_blocks)
 
 
 def looks_like_duckdb(path: Path) -> bool:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cost_engine import backup, serve, store
+from cost_engine import backup, serve, store, store_files
 from cost_engine.cli import main
 from tests.helpers import make_bundle, ts
 
@@ -107,10 +107,34 @@ def test_the_library_says_damaged_not_foreign(good, tmp_path, how):
 
 
 def test_a_whole_store_is_not_damaged(good):
-    """The truncation check compares the file with its header's block count: a sound store passes."""
+    """The truncation check compares the file with the blocks in use: a sound store passes."""
     with store.connect(good) as con:
         assert con.execute("SELECT count(*) FROM allocations").fetchone()[0] == 1
     assert store.is_store(good) and store.schema_version(good) >= 1
+
+
+def test_a_store_shrunk_past_its_free_blocks_is_not_damaged(tmp_path):
+    """DuckDB cuts a file back when its last blocks fall free (a big table dropped after a small
+    one), while PRAGMA database_size still counts those blocks: a healthy file then is shorter
+    than total_blocks x block_size. Seen on a Slurm re-export that superseded stored rows; the
+    check must compare the used blocks only, so such a store opens and reads."""
+    import duckdb
+
+    db = tmp_path / "shrunk.duckdb"
+    con = duckdb.connect(str(db))
+    con.execute("CREATE TABLE small AS SELECT range AS i FROM range(10)")
+    con.execute("CHECKPOINT")
+    con.execute("CREATE TABLE big AS SELECT range AS i, random() AS r FROM range(3000000)")
+    con.execute("CHECKPOINT")
+    con.execute("DROP TABLE big")
+    con.execute("CHECKPOINT")
+    con.close()
+    con = duckdb.connect(str(db), read_only=True)
+    _, _, block, total, used, *_ = con.execute("PRAGMA database_size").fetchone()
+    assert db.stat().st_size < block * total  # the shape that made the old check cry wolf
+    assert not store_files.truncated(con, db)
+    assert con.execute("SELECT sum(i) FROM small").fetchone()[0] == 45  # 0 + 1 + ... + 9
+    con.close()
 
 
 def test_a_damage_error_from_any_depth_is_caught_by_the_command_group(good, tmp_path, monkeypatch):
