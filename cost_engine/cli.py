@@ -116,6 +116,16 @@ def render_summary(rep: dict, top: int = 5) -> str:
         more = len(rep["unattributed"]) - len(keys)
         lines.append("unattributed keys: " + ", ".join(f"{u['source']}:{u['key']} ({_money(u['cost'])})" for u in keys)
                      + (f", and {more:,} more (see --json)" if more > 0 else ""))
+    if rep["token_reconciliation"]:
+        lines += ["", "token sources counting the same hours (billed, then checks)"]
+        for r in rep["token_reconciliation"][:UNATTRIBUTED_SHOWN]:
+            diff = "" if r["difference_tokens"] is None else f"   difference {r['difference_tokens']:+,}"
+            lines.append(f"  {r['model']:<24} {r['start']} to {r['end']}  {r['source']:<12} "
+                         f"{'billed' if r['billed'] else 'check':<6} {r['tokens']:>14,} tokens "
+                         f"({r['output_tokens']:,} out){diff}")
+        more = len(rep["token_reconciliation"]) - UNATTRIBUTED_SHOWN
+        if more > 0:
+            lines.append(f"  and {more:,} more (see --json)")
     if rep["rejected"]:
         lines.append(f"rejected rows: {len(rep['rejected'])} (see --json)")
     if rep["gaps"]:

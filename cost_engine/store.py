@@ -1095,6 +1095,31 @@ def request_batches(
                     yield got.rechunk().cast(dict(target))  # type: ignore[arg-type]
 
 
+def request_coverage(db_path: str | Path, start: datetime, end: datetime) -> pl.DataFrame:
+    """The UTC hours each stored request source covers per model in [start, end), distinct
+    (token_sources.coverage of the rows request_batches reads), summed in DuckDB: a few rows
+    per model, source and hour, so the engine finds overlapping sources before it reads a batch."""
+    from .token_sources import HOUR_US, SPANS
+
+    with connect(db_path) as con:
+        if not _has_table(con, "requests"):
+            return pl.DataFrame(schema=SPANS)
+        has_end = "end" in _table_columns(con, "requests")
+        overlap = ' OR ("end" IS NOT NULL AND "end" > ?)' if has_end else ""
+        inner = (f"SELECT {_select_canonical(con, 'requests', db_path)} FROM requests "
+                 f"WHERE ts < ? AND (ts >= ?{overlap})")
+        params: list[Any] = [end, start, start] if has_end else [end, start]
+        s = "epoch_us(greatest(ts, ?::TIMESTAMPTZ))"
+        e = 'epoch_us(least("end", ?::TIMESTAMPTZ))'
+        bucket = '"end" IS NOT NULL AND "end" > ts'
+        sql = (f"SELECT DISTINCT model, coalesce(source, 'gateway') AS source, "
+               f"CAST(floor({s} / {HOUR_US}) AS BIGINT) AS h0, "
+               f"CAST(CASE WHEN {bucket} THEN floor(({e} - 1) / {HOUR_US}) + 1 "
+               f"ELSE floor({s} / {HOUR_US}) + 1 END AS BIGINT) AS h1 FROM ({inner})")
+        got = con.execute(sql, [start, end, start, *params]).pl()
+    return got.cast(dict(SPANS))  # type: ignore[arg-type]
+
+
 def _where(table: str, filters: dict[str, list[str]] | None, ids: list[str] | None) -> tuple[str, list[Any]] | None:
     """WHERE clause and its parameters; None when a filter allows nothing."""
     columns = {c.name: c for c in TABLES[table]}
