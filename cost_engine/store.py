@@ -1116,7 +1116,8 @@ def request_coverage(db_path: str | Path, start: datetime, end: datetime) -> pl.
                f"CAST(floor({s} / {HOUR_US}) AS BIGINT) AS h0, "
                f"CAST(CASE WHEN {bucket} THEN floor(({e} - 1) / {HOUR_US}) + 1 "
                f"ELSE floor({s} / {HOUR_US}) + 1 END AS BIGINT) AS h1 FROM ({inner})")
-        got = con.execute(sql, [start, end, start, *params]).pl()
+        got = pl.from_arrow(con.sql(sql, params=[start, end, start, *params]).to_arrow_table())
+    assert isinstance(got, pl.DataFrame)
     return got.cast(dict(SPANS))  # type: ignore[arg-type]
 
 
