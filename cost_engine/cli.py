@@ -17,6 +17,7 @@ def _fail(msg: str) -> None:
 
 
 UNATTRIBUTED_SHOWN = 10  # unmapped owner keys listed by the terminal summary
+RECONCILIATION_SHOWN = 10  # rows of overlapping token sources listed by the terminal summary
 
 
 def _money(v) -> str:
@@ -118,12 +119,12 @@ def render_summary(rep: dict, top: int = 5) -> str:
                      + (f", and {more:,} more (see --json)" if more > 0 else ""))
     if rep["token_reconciliation"]:
         lines += ["", "token sources counting the same hours (billed, then checks)"]
-        for r in rep["token_reconciliation"][:UNATTRIBUTED_SHOWN]:
+        for r in rep["token_reconciliation"][:RECONCILIATION_SHOWN]:
             diff = "" if r["difference_tokens"] is None else f"   difference {r['difference_tokens']:+,}"
             lines.append(f"  {r['model']:<24} {r['start']} to {r['end']}  {r['source']:<12} "
                          f"{'billed' if r['billed'] else 'check':<6} {r['tokens']:>14,} tokens "
                          f"({r['output_tokens']:,} out){diff}")
-        more = len(rep["token_reconciliation"]) - UNATTRIBUTED_SHOWN
+        more = len(rep["token_reconciliation"]) - RECONCILIATION_SHOWN
         if more > 0:
             lines.append(f"  and {more:,} more (see --json)")
     if rep["rejected"]:

@@ -40,14 +40,17 @@ def test_gateway_billed_vllm_kept_as_a_check_by_default():
 
     litellm there: 1000 + 500 = 1500 in, 600 + 400 = 1000 out: 2500 tokens.
     vllm there (check): v1 + v2 = 1600 in, 1070 out: 2670 tokens, difference 2670 - 2500 = +170.
-    Billed output = litellm's 1000 + v3's 30 (no gateway in hour 5) = 1030, not 2100;
-    $/1M output tokens = 24 x output share ... (only the tokens are asserted; cost stays $24).
+    Billed output = litellm's 1000 + v3's 30 (no gateway in hour 5) = 1030, not 2100; input
+    1500 + 70 = 1570. The $24 splits by token weights (no phase times): input 1.0 x 1570 = 1570,
+    output 4.0 x 1030 = 4120, so $/1M output tokens = 24 x 4120 / 5690 / 1030 x 1e6 = 16,871.70
+    (counted twice it was 24 x 8400 / 11570 / 2100 x 1e6 = 8,297.32).
     No order configured: the gaps name the overlap.
     """
     rep = build_report(compute(served_model(REQS), make_config()))
     m = {r["model"]: r for r in rep["by_model"]}["m"]
     assert (m["input_tokens"], m["output_tokens"]) == (1570, 1030)
     assert m["cost"] == pytest.approx(24.0)
+    assert m["cost_per_million_output_tokens"] == pytest.approx(24 * 4120 / 5690 / 1030 * 1e6)
     got = [(r["source"], r["billed"], r["start"], r["end"], r["input_tokens"], r["output_tokens"], r["tokens"],
             r["difference_tokens"]) for r in rep["token_reconciliation"]]
     assert got == [
