@@ -162,10 +162,11 @@ def test_cli_start_in_milliseconds(tmp_path):
 # ------------------------------------------------------------------ item 22: spans that end before they start
 
 
-def test_litellm_and_otel_reversed_spans_are_unmapped(tmp_path):
+def test_reversed_spans_are_unmapped_in_every_importer(tmp_path):
     """endTime 00:00:00 is 1000 ms before startTime 00:00:01: the request's times cannot be
     trusted (it used to import with latency silently missing). Same for a span ending 1 s early,
-    and for a first token 500 ms before the start."""
+    for a first token 500 ms before the start, and for an OpenAI bucket ending a day before it
+    starts (bundle validation names it). Prometheus-fed formats sort their samples: no reversal."""
     rec = {"request_id": "r1", "team_id": "t", "model": "m", "prompt_tokens": 10, "completion_tokens": 5,
            "startTime": "2026-10-01T00:00:01Z", "endTime": "2026-10-01T00:00:00Z", "status": "success"}
     r = import_files("litellm", [write(tmp_path, "l.json", [rec])])
@@ -180,6 +181,8 @@ def test_litellm_and_otel_reversed_spans_are_unmapped(tmp_path):
     assert r.rows() == 0
     assert reasons(r) == [f"span {RID}: ends before it starts (endTimeUnixNano {T0 * 10**9} < startTimeUnixNano "
                           f"{(T0 + 1) * 10**9}, 1000 ms): its times cannot be trusted"]
+    r = import_files("openai", [write(tmp_path, "u.json", _openai(T0 + 86400, T0))])
+    assert reasons(r) == ["requests: end before ts (ts 2026-10-02T00:00:00Z, end 2026-10-01T00:00:00Z)"]
 
 
 # ------------------------------------------------------------------ item 21: token counts that are no counts
