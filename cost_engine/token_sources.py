@@ -6,10 +6,10 @@ to its end (a single request: its start's hour), inside the period. Per (model, 
 hours merge into spans (sort and sweep); a sweep over the spans' edges per model finds where
 two or more sources are active at once: the overlaps. In each hour the most preferred source
 present is billed (`validation.token_source_order`, else DEFAULT_ORDER: the gateways, which
-carry the caller, before the model servers' counters); the rows of every other source there
-are kept out of the billed tokens and summed as a reconciliation check. Every step is a sort
-and a sweep, or a binary search of a row's hour in sorted spans: the cost grows with the rows
-(and their hours), never with a product of two sources' rows.
+carry the caller, before the model servers' counters); the rows of every other source wholly
+inside those hours are kept out of the billed tokens and summed as a reconciliation check.
+Every step is a sort and a sweep, or a binary search of a row's time in sorted spans: the
+cost grows with the rows (and their hours), never with a product of two sources' rows.
 """
 
 from __future__ import annotations
@@ -123,60 +123,82 @@ def plan(cov: pl.DataFrame, config: Config, period: Period) -> SourcePlan:
                       period.end)
 
 
-def _lookup(rows: pl.DataFrame, spans: pl.DataFrame, keys: list[str],
-            hour: pl.Series) -> tuple[pl.Series, pl.DataFrame]:
-    """(for each row the index of the span holding its hour, or null; the spans sorted by key
-    and start, which the index points into): a binary search of (key group, hour) in the
-    sorted span starts, in row order, like the engine's slot lookup."""
-    n = rows.height
-    if spans.height == 0 or n == 0:
-        return pl.Series("_k", [None] * n, dtype=pl.Int64), spans
+def _grouped(rows: pl.DataFrame, spans: pl.DataFrame, keys: list[str]) -> tuple[pl.Series, pl.DataFrame]:
+    """(each row's group number among the spans' keys, or null; the spans with theirs, sorted by
+    group and start, with `_pre`: the hours of the group's spans before each)."""
     groups = spans.select(keys).unique(maintain_order=True).with_row_index("_g").with_columns(
         pl.col("_g").cast(pl.Int64))
-    sp = spans.join(groups, on=keys).sort("_g", "h0")
-    start = sp["_g"] * _KEY + sp["h0"]
+    sp = spans.join(groups, on=keys).sort("_g", "h0").with_columns(
+        ((pl.col("h1") - pl.col("h0")).cum_sum().over("_g") - (pl.col("h1") - pl.col("h0"))).alias("_pre"))
     g = rows.select(keys).join(groups, on=keys, how="left", maintain_order="left")["_g"]
-    k = (start.search_sorted(g.fill_null(-1) * _KEY + hour, side="right").cast(pl.Int64) - 1).clip(lower_bound=0)
-    hit = (g.is_not_null() & (sp["_g"].gather(k) == g) & (sp["h0"].gather(k) <= hour)
-           & (hour < sp["h1"].gather(k)))
-    found = pl.select(pl.when(pl.lit(hit.fill_null(False))).then(pl.lit(k))).to_series().alias("_k")
-    return found, sp
+    return g, sp
+
+
+def _search(sp: pl.DataFrame, col: str, g: pl.Series, hour: pl.Series, side: str) -> pl.Series:
+    """Binary search of (group, hour) in the spans' sorted (group, `col`) keys: an index into sp."""
+    keys = sp["_g"] * _KEY + sp[col]
+    return keys.search_sorted(g.fill_null(-1) * _KEY + hour, side=side).cast(pl.Int64)  # type: ignore[arg-type]
+
+
+def _shadow_before(g: pl.Series, sp: pl.DataFrame, t: pl.Series) -> pl.Series:
+    """Microseconds of the group's shadow spans before each time `t` (µs since 1970): the hours
+    of the spans that start earlier, plus the part of the hour `t` falls in when it is shaded."""
+    if sp.height == 0:
+        return pl.Series([0] * len(t), dtype=pl.Int64)
+    th = t // HOUR_US
+    k = (_search(sp, "h0", g, th, "right") - 1).clip(lower_bound=0)
+    h0, h1 = sp["h0"].gather(k), sp["h1"].gather(k)
+    same = (g.is_not_null() & (sp["_g"].gather(k) == g) & (h0 <= th)).fill_null(False)
+    hours = pl.select(pl.when(pl.lit(same)).then(pl.lit(sp["_pre"].gather(k)) + pl.min_horizontal(pl.lit(th), pl.lit(h1))
+                                                 - pl.lit(h0)).otherwise(0)).to_series()
+    inside = same & (th < h1)
+    return hours * HOUR_US + pl.select(pl.when(pl.lit(inside)).then(pl.lit(t) - pl.lit(th) * HOUR_US)
+                                       .otherwise(0)).to_series()
 
 
 def split(batch: pl.DataFrame, p: SourcePlan) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(the batch without the rows a more preferred source counts, the batch's reconciliation:
     tokens per overlap, source and billed flag, RECON).
 
-    `batch`: resolved requests (tokens.in_period has clipped `ts` to the period). A row stays
-    out when every hour it spans lies in its source's shadow; a usage bucket reaching past the
-    shadow is billed whole (counted in `partly_shadowed`, named in the gaps). A row belongs to
-    the overlap holding its (in-period) start hour.
+    `batch`: resolved requests (tokens.in_period has clipped `ts` to the period). A request
+    stands for its hour, a usage bucket for its [ts, end) inside the period. A row stays out
+    when all of that lies in its source's shadow; a bucket only partly in it is billed whole
+    (counted in `partly_shadowed`, named in the gaps: splitting it would guess how its tokens
+    spread). A row belongs to the first overlap it meets.
     """
     if p.empty or batch.height == 0:
         return batch, pl.DataFrame(schema=RECON)
-    us = batch["ts"].dt.epoch("us")
-    hour = (us // HOUR_US).cast(pl.Int64)
-    bucket = batch.select((pl.col("end").is_not_null() & (pl.col("end") > pl.col("ts"))).fill_null(False)).to_series()
-    end_us = batch.select(pl.min_horizontal("end", pl.lit(p.end).cast(TS)).dt.epoch("us")).to_series()
-    last = pl.select(pl.when(pl.lit(bucket)).then((pl.lit(end_us) - 1) // HOUR_US + 1)
-                     .otherwise(pl.lit(hour) + 1)).to_series()
-    src = batch.select("model", pl.col("source").fill_null("gateway"))
-    k_sh, sh = _lookup(src, p.shadows, ["model", "source"], hour)
-    k_ov, ov = _lookup(src, p.overlaps, ["model"], hour)
-    reach = sh["h1"].gather(k_sh.fill_null(0)) if sh.height else pl.Series([0] * batch.height, dtype=pl.Int64)
-    inside = k_sh.is_not_null()
-    shaded = (inside & (last <= reach)).fill_null(False)
-    tagged = pl.concat([src, batch.select("input_tokens", "cached_input_tokens", "output_tokens", "requests")],
+    spans = batch.select(
+        "model", pl.col("source").fill_null("gateway"),
+        (pl.col("end").is_not_null() & (pl.col("end") > pl.col("ts"))).fill_null(False).alias("_b"),
+        pl.col("ts").dt.epoch("us").alias("_s"),
+        pl.min_horizontal("end", pl.lit(p.end).cast(TS)).dt.epoch("us").alias("_e"),
+    ).with_columns(
+        pl.when("_b").then("_s").otherwise(pl.col("_s") // HOUR_US * HOUR_US).alias("_a"),
+        pl.when("_b").then("_e").otherwise(pl.col("_s") // HOUR_US * HOUR_US + HOUR_US).alias("_z"),
+    )
+    a, z = spans["_a"], spans["_z"]
+    g_sh, sh = _grouped(spans, p.shadows, ["model", "source"])
+    shaded_us = _shadow_before(g_sh, sh, z) - _shadow_before(g_sh, sh, a)
+    whole = (shaded_us >= z - a).fill_null(False)
+    partly = ((shaded_us > 0) & ~whole).fill_null(False)
+    # The first overlap the row meets: the first of its model ending after the row's start hour,
+    # if it starts before the row's last hour.
+    g_ov, ov = _grouped(spans, p.overlaps, ["model"])
+    h_first, h_last = a // HOUR_US, (z - 1) // HOUR_US + 1
+    j = _search(ov, "h1", g_ov, h_first, "right").clip(upper_bound=max(ov.height - 1, 0))
+    met = (g_ov.is_not_null() & (ov["_g"].gather(j) == g_ov) & (ov["h0"].gather(j) < h_last)
+           & (ov["h1"].gather(j) > h_first)).fill_null(False)
+    tagged = pl.concat([spans.select("model", "source"),
+                        batch.select("input_tokens", "cached_input_tokens", "output_tokens", "requests")],
                        how="horizontal").with_columns(
-        pl.lit(k_ov).alias("_k"), (~pl.lit(shaded)).alias("billed"), (pl.lit(inside) & ~pl.lit(shaded)).alias("_part"))
+        pl.when(pl.lit(met)).then(pl.lit(j)).alias("_k"), (~pl.lit(whole)).alias("billed"), pl.lit(partly).alias("_part"))
     part = tagged.filter(pl.col("_k").is_not_null()).group_by("model", "_k", "source", "billed").agg(
         pl.col("input_tokens", "cached_input_tokens", "output_tokens", "requests").sum(),
         pl.col("_part").sum().cast(pl.Int64).alias("partly_shadowed"))
-    part = part.with_columns(ov["h0"].gather(part["_k"]).alias("h0"), ov["h1"].gather(part["_k"]).alias("h1")) \
-        if part.height else part.with_columns(pl.lit(None, dtype=pl.Int64).alias("h0"),
-                                              pl.lit(None, dtype=pl.Int64).alias("h1"))
+    part = part.with_columns(ov["h0"].gather(part["_k"]).alias("h0"), ov["h1"].gather(part["_k"]).alias("h1"))
     recon = part.select(list(RECON)).cast(dict(RECON))  # type: ignore[arg-type]
-    return batch.filter(~pl.lit(shaded)), recon
+    return batch.filter(~pl.lit(whole)), recon
 
 
 def reconciliation(parts: list[pl.DataFrame]) -> pl.DataFrame:

@@ -101,6 +101,26 @@ def test_sources_in_adjacent_hours_and_other_models_do_not_overlap():
     assert int(comp.request_summary["output_tokens"].sum()) == 1255
 
 
+def test_a_bucket_partly_in_the_preferred_hours_is_billed_whole_and_named():
+    """litellm logs one call at 02:15 (100 output tokens): hour [02, 03) is its. vLLM buckets:
+    [01:30, 02:30) with 40 (half in that hour: billed whole, named) and [02:30, 02:45) with 7
+    (all in it: a check). Billed output = 100 + 40 = 140; the check's difference is
+    7 - 140 = -133; one bucket is counted in partly_shadowed and in the gaps."""
+    def row(rid, at, out, source="kubernetes", end=None):
+        return {"request_id": rid, "ts": ts(1, at), "owner": "svc", "source": source, "model": "m",
+                "input_tokens": 0, "output_tokens": out, **({"end": ts(1, end)} if end else {})}
+    reqs = [row("g", 2.25, 100, "litellm"), row("va", 1.5, 40, end=2.5), row("vb", 2.5, 7, end=2.75)]
+    rep = build_report(compute(served_model(reqs), make_config()))
+    assert {r["model"]: r for r in rep["by_model"]}["m"]["output_tokens"] == 140
+    got = [(r["source"], r["billed"], r["start"], r["tokens"], r["difference_tokens"], r["partly_shadowed"])
+           for r in rep["token_reconciliation"]]
+    assert got == [("kubernetes", True, "2026-10-01T02:00:00Z", 40, None, 1),
+                   ("litellm", True, "2026-10-01T02:00:00Z", 100, None, 0),
+                   ("kubernetes", False, "2026-10-01T02:00:00Z", 7, -133, 0)]
+    assert ("1 usage buckets reach past the hours a preferred source covers: billed whole, so those hours may "
+            "count twice") in [g["detail"] for g in rep["gaps"]]
+
+
 def test_store_finds_the_same_overlap_as_the_bundle(tmp_path):
     """The requests left in a store: the coverage comes from DuckDB (store.request_coverage), the
     reconciliation and billed tokens are those of the bundle (output 1030, difference +170)."""
