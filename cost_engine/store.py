@@ -25,6 +25,7 @@ from .bundle import Bundle, release_pages
 from .store_files import (CREATING, clear_interrupted, describe_file, empty_duckdb, looks_like_duckdb, no_room,
                           publish)
 from .contract import RECORD_KEYS, REJECTED_SCHEMA, TABLE_NAMES, TABLES, empty, schema
+from .token_sources import HOUR_US, SPANS
 
 # ---------------------------------------------------------------------------------------------
 # Layout
@@ -1099,8 +1100,6 @@ def request_coverage(db_path: str | Path, start: datetime, end: datetime) -> pl.
     """The UTC hours each stored request source covers per model in [start, end), distinct
     (token_sources.coverage of the rows request_batches reads), summed in DuckDB: a few rows
     per model, source and hour, so the engine finds overlapping sources before it reads a batch."""
-    from .token_sources import HOUR_US, SPANS
-
     with connect(db_path) as con:
         if not _has_table(con, "requests"):
             return pl.DataFrame(schema=SPANS)
