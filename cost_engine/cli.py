@@ -17,6 +17,7 @@ def _fail(msg: str) -> None:
 
 
 UNATTRIBUTED_SHOWN = 10  # unmapped owner keys listed by the terminal summary
+RECONCILIATION_SHOWN = 10  # rows of overlapping token sources listed by the terminal summary
 
 
 def _money(v) -> str:
@@ -165,6 +166,16 @@ def render_summary(rep: dict, top: int = 5) -> str:
         more = len(rep["unattributed"]) - len(keys)
         lines.append("unattributed keys: " + ", ".join(f"{name(u['source'])}:{name(u['key'])} ({_money(u['cost'])})" for u in keys)
                      + (f", and {more:,} more (see --json)" if more > 0 else ""))
+    if rep["token_reconciliation"]:
+        lines += ["", "token sources counting the same hours (billed, then checks)"]
+        for r in rep["token_reconciliation"][:RECONCILIATION_SHOWN]:
+            diff = "" if r["difference_tokens"] is None else f"   difference {r['difference_tokens']:+,}"
+            lines.append(f"  {r['model']:<24} {r['start']} to {r['end']}  {r['source']:<12} "
+                         f"{'billed' if r['billed'] else 'check':<6} {r['tokens']:>14,} tokens "
+                         f"({r['output_tokens']:,} out){diff}")
+        more = len(rep["token_reconciliation"]) - RECONCILIATION_SHOWN
+        if more > 0:
+            lines.append(f"  and {more:,} more (see --json)")
     if rep["rejected"]:
         lines.append(f"rejected rows: {len(rep['rejected'])} (see --json)")
     if part:

@@ -174,6 +174,24 @@ class Validation(_Strict):
     # "reject" rejects every overlapping row, naming the other; "later_start_supersedes" ends
     # each row where the next one starts, and says so in the gaps.
     overlaps: Literal["reject", "later_start_supersedes"] = "reject"
+    # Request sources (their `source` values) that count the same model in the same hours, a
+    # gateway's logs beside the model server's counters: the first listed one present is billed,
+    # the others are a reconciliation check (token_sources.py). Unset: the default order
+    # (gateway, litellm, openai, otel, others, vllm, kubernetes), and the gaps name each overlap.
+    token_source_order: tuple[str, ...] | None = None
+    # "bill_one": each hour's tokens from one source; "add": the sources count different
+    # requests (two gateways in front of one model), so all are billed and overlaps only shown.
+    token_overlap: Literal["bill_one", "add"] = "bill_one"
+
+    @field_validator("token_source_order")
+    @classmethod
+    def _distinct_sources(cls, v: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if v is not None:
+            if not v or any(not s.strip() for s in v):
+                raise ValueError("list the request sources by name, most preferred first")
+            if len(set(v)) != len(v):
+                raise ValueError(f"a source is listed twice: {list(v)}")
+        return v
 
 
 class Alerts(_Strict):

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 
 import polars as pl
 
-from . import activity, allocation, future, idle, quarter_activity, tokens
+from . import activity, allocation, future, idle, quarter_activity, token_sources, tokens
 from .bundle import Bundle, release_pages, spill_folder
 from .config import Config
 from .contract import IDLE, TS
@@ -43,6 +43,9 @@ class Computation:
     # fslot): what the spread, the recharge, the by-model table and the report read.
     request_summary: pl.DataFrame
     request_hours: pl.DataFrame  # (model, tenant, hour): the UTC hours with requests (tokens.busy_hours)
+    # Where two request sources count one model's hours: tokens per overlap and source, billed or
+    # a check (token_sources.reconciliation); the check rows are not in `requests`.
+    token_reconciliation: pl.DataFrame
     models: pl.DataFrame  # by_model table
     idle: pl.DataFrame  # idle pieces with cause (s_idx, kind, cause, gpu_hours, idle_frac, energy_kwh_gpu)
     card_energy: pl.DataFrame  # per card and quarter hour (UTC): joules of the samples starting there
@@ -261,17 +264,23 @@ def compute(bundle: Bundle, config: Config, telemetry: TelemetrySource | None = 
     # them (and their summary) under. A boundary or driver change maps the summary's slots.
     fine = allocation.request_slots(bundle["costs"], period)
     rkey = ("requests", period, config.allocation.token_weights.model_dump_json(), config.slo.model_dump_json(),
-            tuple(fine["g0"].to_list()))
+            tuple(fine["g0"].to_list()), config.validation.token_source_order, config.validation.token_overlap)
     held_req = memo.get(rkey) if memo is not None else None
     if held_req is not None:
-        req, summary, hours = held_req
+        req, summary, hours, recon, plan = held_req
     else:
-        if "requests" in bundle.held_rows and bundle.store is not None:
+        in_store = "requests" in bundle.held_rows and bundle.store is not None
+        if in_store:
             from . import store  # requests left in the store: read in batches, resolved batch by batch
 
+            cov = store.request_coverage(bundle.store, period.start, period.end)
             raw = store.request_batches(bundle.store, period.start, period.end)
         else:  # in the same batches: resolving millions at once holds several copies
+            cov = token_sources.coverage(bundle["requests"], period)
             raw = bundle["requests"].iter_slices(REQUEST_SLICE_ROWS)
+        # Two sources counting one model's hours (gateway logs and vLLM counters) bill once.
+        plan = token_sources.plan(cov, config, period)
+        recon_parts: list[pl.DataFrame] = []
         n_requests = bundle.held_rows.get("requests", bundle["requests"].height)
         parts: list[pl.DataFrame] = []
         hour_parts: list[pl.DataFrame] = []
@@ -281,6 +290,8 @@ def compute(bundle: Bundle, config: Config, telemetry: TelemetrySource | None = 
             spill = stack.enter_context(spill_folder()) if n_requests > SPILL_REQUESTS_ABOVE else None
 
             def keep(batch: pl.DataFrame) -> pl.DataFrame:
+                batch, rec = token_sources.split(batch, plan)  # rows another source bills: a check only
+                recon_parts.append(rec)
                 # Each batch is summed while it is in memory, before it is spilled.
                 parts.append(tokens.summarize(batch))
                 hour_parts.append(tokens.busy_hours(batch))
@@ -291,8 +302,10 @@ def compute(bundle: Bundle, config: Config, telemetry: TelemetrySource | None = 
         release_pages()  # a big bundle's requests are mapped from the reader's spill: done with them
         summary = tokens.merge_summaries(parts) if parts else tokens.summarize(req)
         hours = pl.concat(hour_parts).unique() if hour_parts else tokens.busy_hours(req)
+        recon = token_sources.reconciliation(recon_parts)
         if memo is not None:
-            memo[rkey] = (req, summary, hours)
+            memo[rkey] = (req, summary, hours, recon, plan)
+    gaps += token_sources.gaps(recon, plan)
     to_slot = allocation.coarse_slots(fine, slots)
     summary = summary.with_columns(
         pl.lit(to_slot).gather(pl.col("fslot")).alias("slot") if to_slot.len()
@@ -332,7 +345,8 @@ def compute(bundle: Bundle, config: Config, telemetry: TelemetrySource | None = 
     return Computation(
         config=config, period=period, ledger=ledger, ownership=own, seg=seg, money=money,
         money_spread=spread.money, money_before_recharge=money_before, inputs=spread.inputs, cost_rates=spread.cost_rates,
-        requests=req, request_summary=summary, request_hours=hours, models=models, idle=idle_pieces,
+        requests=req, request_summary=summary, request_hours=hours, token_reconciliation=recon, models=models,
+        idle=idle_pieces,
         card_energy=ta.card_energy, telemetry=source,
         allocations=allocs, unmapped_callers=recharged.unmapped, bundle=bundle,
         rejected=pl.concat(rejected), gaps=gaps,

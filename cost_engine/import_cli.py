@@ -17,6 +17,8 @@ without an NVIDIA driver.
 
 from __future__ import annotations
 
+import re
+
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -52,9 +54,16 @@ def _parse_when(text: str | None, option: str = "--end-at") -> datetime | None:
         return datetime.now(timezone.utc)
     from .importers import parse_time
 
+    from .importers.values import epoch_problem, time_problem
+
+    number = float(text) if re.fullmatch(r"\s*[+-]?\d+(\.\d+)?\s*", text) else None
+    if number is not None and (why := epoch_problem(int(number) if number.is_integer() else number)) is not None:
+        _fail(f"{option} {why}")  # epoch milliseconds: say so rather than reading the year 58,000
     ts = parse_time(text)
     if ts is None or ts.tzinfo is None:
         _fail(f"{option} {text!r}: give an ISO time with an offset (2026-10-07T00:00:00Z), epoch seconds, or 'now'")
+    if (why := time_problem(ts)) is not None:
+        _fail(f"{option} {why}")
     return ts
 
 

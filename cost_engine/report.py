@@ -234,6 +234,14 @@ def reconciliation(comp: Computation) -> dict:
     }
 
 
+def token_reconciliation(comp: Computation) -> list[dict]:
+    """Per model, overlap and request source: the tokens each source counted where two count the
+    same hours, whether they were billed, and a check source's difference from the billed ones."""
+    t = comp.token_reconciliation
+    iso = "%Y-%m-%dT%H:%M:%SZ"
+    return _rows(t.with_columns(pl.col("start").dt.strftime(iso), pl.col("end").dt.strftime(iso)))
+
+
 def unattributed(comp: Computation) -> list[dict]:
     # Inference recharged onto callers that map to no project is one line per model row in
     # `money` (u_key null); what each key paid is in `unmapped_callers`.
@@ -328,6 +336,7 @@ def build_report(comp: Computation) -> dict:
         "idle_backlog": _rows(idle.backlog(detail)),
         "quotas": {"unit": idle.CAPACITY_UNIT, "rows": _rows(quota_table(comp))},
         "reconciliation": reconciliation(comp),
+        "token_reconciliation": token_reconciliation(comp),
         "unattributed": unattributed(comp),
         "rejected": _rows(comp.rejected),
         "gaps": [{"what": w, "detail": d} for w, d in [*comp.gaps, *cost_gaps(comp), *part.gaps]],

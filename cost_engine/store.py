@@ -28,6 +28,7 @@ from . import future
 from .future import FutureRows
 from .continuation import SPANS
 from .contract import RECORD_KEYS, REJECTED_SCHEMA, TABLE_NAMES, TABLES, empty, schema
+from .token_sources import HOUR_US, SPANS
 
 # ---------------------------------------------------------------------------------------------
 # Layout
@@ -1184,6 +1185,30 @@ def future_rows(db_path: str | Path, table: str, now: datetime) -> FutureRows | 
     if not row or not row[0]:
         return None
     return FutureRows(table, int(row[0]), row[1].astimezone(timezone.utc))
+
+
+def request_coverage(db_path: str | Path, start: datetime, end: datetime) -> pl.DataFrame:
+    """The UTC hours each stored request source covers per model in [start, end), distinct
+    (token_sources.coverage of the rows request_batches reads), summed in DuckDB: a few rows
+    per model, source and hour, so the engine finds overlapping sources before it reads a batch."""
+    with connect(db_path) as con:
+        if not _has_table(con, "requests"):
+            return pl.DataFrame(schema=SPANS)
+        has_end = "end" in _table_columns(con, "requests")
+        overlap = ' OR ("end" IS NOT NULL AND "end" > ?)' if has_end else ""
+        inner = (f"SELECT {_select_canonical(con, 'requests', db_path)} FROM requests "
+                 f"WHERE ts < ? AND (ts >= ?{overlap})")
+        params: list[Any] = [end, start, start] if has_end else [end, start]
+        s = "epoch_us(greatest(ts, ?::TIMESTAMPTZ))"
+        e = 'epoch_us(least("end", ?::TIMESTAMPTZ))'
+        bucket = '"end" IS NOT NULL AND "end" > ts'
+        sql = (f"SELECT DISTINCT model, coalesce(source, 'gateway') AS source, "
+               f"CAST(floor({s} / {HOUR_US}) AS BIGINT) AS h0, "
+               f"CAST(CASE WHEN {bucket} THEN floor(({e} - 1) / {HOUR_US}) + 1 "
+               f"ELSE floor({s} / {HOUR_US}) + 1 END AS BIGINT) AS h1 FROM ({inner})")
+        got = pl.from_arrow(con.sql(sql, params=[start, end, start, *params]).to_arrow_table())
+    assert isinstance(got, pl.DataFrame)
+    return got.cast(dict(SPANS))  # type: ignore[arg-type]
 
 
 def _where(table: str, filters: dict[str, list[str]] | None, ids: list[str] | None) -> tuple[str, list[Any]] | None:

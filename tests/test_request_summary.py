@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cost_engine import allocation, tokens
+from cost_engine import allocation, token_sources, tokens
 from cost_engine.engine import compute
 from cost_engine.report import build_report
 from tests.helpers import DAY0, make_bundle, make_config, ts
@@ -225,7 +225,10 @@ def test_summary_figures_equal_the_rows_figures_under_any_rules(bundle, first, t
     # The spread's weights per (slot, caller) equal those of requests resolved against the rule's
     # own slots (the path before the summary).
     slots = allocation.project_slots(bundle["costs"], fresh.period, cfg2)
-    direct = tokens.prepare_requests(bundle["requests"], fresh.period, cfg2, fresh.ownership.resolve, slots)
+    # The rows another source bills for the same model and hours stay out on both paths.
+    plan = token_sources.plan(token_sources.coverage(bundle["requests"], fresh.period), cfg2, fresh.period)
+    direct = tokens.prepare_requests(bundle["requests"], fresh.period, cfg2, fresh.ownership.resolve, slots,
+                                     keep=lambda b: token_sources.split(b, plan)[0])
     keys = ["fslot", "project", "tenant", "owner", "source"]
     want = direct.group_by(keys).agg(pl.col("tokens_w", "requests").sum()).sort(keys, nulls_last=True)
     got = fresh.request_summary.group_by(pl.col("slot").alias("fslot"), *keys[1:]).agg(

@@ -27,6 +27,7 @@ user_id (or `owner_by`).
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,8 @@ import polars as pl
 
 from ..config import Config
 from . import (UTC, ImportFailed, ImportOptions, LocalTimeError, Parsed, dig, load_json_records,
-               local_time_refused, parse_time, to_int)
+               local_time_refused, parse_time)
+from .values import count_value, epoch_problem, shown
 
 _CACHED_PATHS = (
     ("usage_object", "prompt_tokens_details", "cached_tokens"),
@@ -66,13 +68,25 @@ def records(path: Path) -> list[tuple[int, dict]]:
     return out
 
 
-def cached_tokens(rec: dict) -> int | None:
+def _cached(rec: dict) -> tuple[str, Any]:
+    """(where, raw value) of the first cached-token count the record carries."""
     meta = rec.get("metadata")
     for path in _CACHED_PATHS:
-        v = to_int(dig(meta, *path))
+        v = dig(meta, *path)
         if v is not None:
-            return v
-    return to_int(rec.get("cache_read_input_tokens"))
+            return "metadata " + ".".join(path), v
+    return "cache_read_input_tokens", rec.get("cache_read_input_tokens")
+
+
+def counts(rec: dict, fields: dict[str, Any]) -> tuple[dict[str, int | None], str | None]:
+    """The token and request counts of a record by field, or the first that is no count and
+    what it was (`prompt_tokens is 1.5, not a whole number`), rather than calling it missing."""
+    out: dict[str, int | None] = {}
+    for name, raw in fields.items():
+        out[name], why = count_value(raw)
+        if why is not None:
+            return out, f"{name} {why}"
+    return out, None
 
 
 def _blank(v: Any) -> bool:
@@ -124,18 +138,34 @@ class LitellmImporter:
                         + _other_owner_hint(rec, options))
             return 0
         model = rec.get("model_group") if not _blank(rec.get("model_group")) else rec.get("model")
-        prompt, completion = to_int(rec.get("prompt_tokens")), to_int(rec.get("completion_tokens"))
-        cached = cached_tokens(rec) or 0
+        where, raw_cached = _cached(rec)
+        got, why = counts(rec, {"prompt_tokens": rec.get("prompt_tokens"),
+                                "completion_tokens": rec.get("completion_tokens"), where: raw_cached})
+        if why is not None:
+            parsed.skip(path, row, f"request {rid}: {why}")
+            return 0
+        prompt, completion, cached = got["prompt_tokens"], got["completion_tokens"], got[where] or 0
         if prompt is not None and cached > prompt:
             parsed.skip(path, row, f"request {rid}: cached tokens ({cached}) exceed prompt_tokens ({prompt}); "
                         "prompt_tokens should include them")
             return 0
+        for k in _TIMES:
+            why = _epoch_problem(rec.get(k))
+            if why is not None:  # an epoch in milliseconds: named, not a crash or a failed parse
+                parsed.skip(path, row, f"request {rid}: {k} {why}")
+                return 0
         try:  # the importers' one local-time rule (offset-less times need source_timezone)
             start, end, first = (parse_time(_text(rec.get(f)), tz) for f in _TIMES)
         except LocalTimeError as exc:
             bad = next(f for f in _TIMES if local_time_refused(_text(rec.get(f)), tz))
             parsed.skip(path, row, f"request {rid}: {bad} {exc}")
             return 0
+        for k, t in (("endTime", end), ("completionStartTime", first)):
+            ms = _ms(start, t)
+            if ms is not None and ms < 0:  # a reversed span: neither time can be trusted
+                parsed.skip(path, row, f"request {rid}: {k} {shown(_text(rec.get(k)))} is {-ms:g} ms before "
+                            f"startTime {shown(_text(rec.get('startTime')))}: its times cannot be trusted")
+                return 0
         status = rec.get("status")
         parsed.add(
             "requests", path, row,
@@ -161,12 +191,14 @@ class LitellmImporter:
             parsed.skip(path, row, f"daily row: date {day!r} is not YYYY-MM-DD")
             return
         model = rec.get("model_group") if not _blank(rec.get("model_group")) else rec.get("model")
-        prompt = to_int(rec.get("prompt_tokens")) or 0
-        cached = to_int(rec.get("cache_read_input_tokens")) or 0
-        output = to_int(rec.get("completion_tokens")) or 0
-        total = to_int(rec.get("api_requests"))
-        failed = to_int(rec.get("failed_requests")) or 0
-        ok = to_int(rec.get("successful_requests"))
+        names = ("prompt_tokens", "cache_read_input_tokens", "completion_tokens", "api_requests", "failed_requests",
+                 "successful_requests")
+        got, why = counts(rec, {k: rec.get(k) for k in names})
+        if why is not None:
+            parsed.skip(path, row, f"daily row {day}: {why}")
+            return
+        prompt, cached, output = (got[k] or 0 for k in names[:3])
+        total, failed, ok = got["api_requests"], got["failed_requests"] or 0, got["successful_requests"]
         if ok is None:
             ok = (total or 0) - failed
         if cached > prompt:
@@ -216,8 +248,16 @@ def _text(v: Any) -> str | None:
 def _ms(a: datetime | None, b: datetime | None) -> float | None:
     if a is None or b is None or (a.tzinfo is None) != (b.tzinfo is None):
         return None
-    ms = (b - a).total_seconds() * 1000
-    return round(ms, 3) if ms >= 0 else None
+    return round((b - a).total_seconds() * 1000, 3)
+
+
+def _epoch_problem(v: Any) -> str | None:
+    """Why a time written as an epoch number is implausible (None for ISO text or no value)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+        return None
+    if isinstance(v, str) and not re.fullmatch(r"\s*[+-]?\d+(\.\d+)?\s*", v):
+        return None
+    return epoch_problem(v.strip() if isinstance(v, str) else v)
 
 
 IMPORTER = LitellmImporter()

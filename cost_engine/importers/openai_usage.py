@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Config
-from . import ImportFailed, ImportOptions, Parsed, from_epoch, load_json_records, to_float, to_int
+from . import ImportFailed, ImportOptions, Parsed, from_epoch, load_json_records, to_float
+from .values import count_value, epoch_problem
 
 COMPLETIONS = "organization.usage.completions.result"
 EMBEDDINGS = "organization.usage.embeddings.result"
@@ -87,10 +88,16 @@ class OpenAIUsageImporter:
             n = 0
             for bucket in buckets(path):
                 t0, t1 = to_float(bucket.get("start_time")), to_float(bucket.get("end_time"))
+                # A bucket in milliseconds (or any other unit) is named, never a crash.
+                wrong = next((f"bucket {k} {why}" for k in ("start_time", "end_time") if bucket.get(k) is not None
+                              and (why := epoch_problem(bucket[k])) is not None), None)
                 for result in _results(bucket):
                     n += 1
                     if not isinstance(result, dict):
                         parsed.skip(path, n, "result is not an object")
+                        continue
+                    if wrong is not None:
+                        parsed.skip(path, n, wrong)
                         continue
                     if t0 is None or t1 is None:
                         parsed.skip(path, n, "bucket without start_time/end_time")
@@ -114,9 +121,14 @@ class OpenAIUsageImporter:
             missing = " and ".join(x for x, v in (("project_id", project), ("model", model)) if not v)
             parsed.skip(path, n, f"usage without {missing}: query with group_by=project_id,model")
             return
-        requests = to_int(r.get("num_model_requests")) or 0
-        inp, cached, out = (to_int(r.get(k)) for k in ("input_tokens", "input_cached_tokens", "output_tokens"))
-        cached = cached or 0
+        counts: dict[str, int | None] = {}
+        for k in ("num_model_requests", "input_tokens", "input_cached_tokens", "output_tokens"):
+            counts[k], why = count_value(r.get(k))
+            if why is not None:
+                parsed.skip(path, n, f"usage of {model} for {project}: {k} {why}")
+                return
+        requests = counts["num_model_requests"] or 0
+        inp, cached, out = counts["input_tokens"], counts["input_cached_tokens"] or 0, counts["output_tokens"]
         if kind != COMPLETIONS and out is None:
             out = 0  # embeddings and moderations produce no output tokens
         if requests == 0 and not (inp or out):

@@ -27,12 +27,12 @@ are skipped (counted in the notes), as are spans without any `gen_ai.*` attribut
 
 from __future__ import annotations
 
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from ..config import Config
-from . import ImportFailed, ImportOptions, Parsed, from_epoch, load_json_records, to_float, to_int
+from . import ImportFailed, ImportOptions, Parsed, load_json_records, to_float, to_int
+from .values import count_value, from_epoch_checked
 
 MODEL_OPERATIONS = {"chat", "text_completion", "generate_content", "embeddings", "completion"}
 INPUT = ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")
@@ -48,10 +48,15 @@ def attr_value(v: Any) -> Any:
         return v
     if "stringValue" in v:
         return v["stringValue"]
+    # A value that is no number stays as it came, so a reason can say what it was.
     if "intValue" in v:
-        return to_int(v["intValue"])
+        n = to_int(v["intValue"])
+        return v["intValue"] if n is None else n
     if "doubleValue" in v:
-        return to_float(v["doubleValue"])
+        try:
+            return float(v["doubleValue"])  # NaN and infinities too: callers check
+        except (TypeError, ValueError):
+            return v["doubleValue"]
     if "boolValue" in v:
         return bool(v["boolValue"])
     if "arrayValue" in v:
@@ -84,10 +89,15 @@ def spans(path: Path) -> list[tuple[dict, dict]]:
 
 
 def _first(attrs: dict, names: tuple[str, ...]) -> Any:
+    return _named(attrs, names)[1]
+
+
+def _named(attrs: dict, names: tuple[str, ...]) -> tuple[str, Any]:
+    """(name, value) of the first of the attributes present; (names[0], None) when none is."""
     for n in names:
         if attrs.get(n) is not None:
-            return attrs[n]
-    return None
+            return n, attrs[n]
+    return names[0], None
 
 
 class OtelImporter:
@@ -120,8 +130,15 @@ class OtelImporter:
             parsed.skip(path, n, "span without traceId/spanId")
             return
         rid = f"{trace}:{span}"
-        inp, out = to_int(_first(a, INPUT)), to_int(_first(a, OUTPUT))
-        cached = to_int(_first(a, CACHED)) or 0
+        counts: list[int | None] = []
+        for names in (INPUT, OUTPUT, CACHED):
+            name, raw = _named(a, names)
+            c, why = count_value(raw)
+            if why is not None:
+                parsed.skip(path, n, f"span {rid}: {name} {why}")
+                return
+            counts.append(c)
+        inp, out, cached = counts[0], counts[1], counts[2] or 0
         if _status(sp, a) != "ok" and inp is None and out is None:
             inp, out = 0, 0  # a failed call: a request that produced nothing
         if inp is None:
@@ -146,20 +163,28 @@ class OtelImporter:
         if owner is None:
             parsed.skip(path, n, f"span {rid}: no {options.owner_attribute or 'service.name'} to name the owner")
             return
-        t0 = to_int(sp.get("startTimeUnixNano"))
-        t1 = to_int(sp.get("endTimeUnixNano"))
+        times: dict[str, int | None] = {}
+        for k in ("startTimeUnixNano", "endTimeUnixNano"):
+            raw = sp.get(k)
+            times[k] = to_int(raw)
+            if raw not in (None, "", 0, "0"):  # OTLP writes 0 for an unset time
+                why = from_epoch_checked(raw if times[k] is None else times[k], "nanoseconds")[1]
+                if why is not None:  # milliseconds in a nanosecond field lands in 1970
+                    parsed.skip(path, n, f"span {rid}: {k} {why}")
+                    return
+        t0, t1 = times["startTimeUnixNano"] or None, times["endTimeUnixNano"] or None
+        if t0 is not None and t1 is not None and t1 < t0:
+            parsed.skip(path, n, f"span {rid}: ends before it starts (endTimeUnixNano {t1} < startTimeUnixNano "
+                        f"{t0}, {(t0 - t1) / 1e6:g} ms): its times cannot be trusted")
+            return
         ttft = to_float(_first(a, TTFT))
         parsed.add(
             "requests", path, n,
-            request_id=rid, ts=None if t0 is None else from_epoch_ns(t0), owner=str(owner), source="otel",
-            model=model, input_tokens=inp - cached, cached_input_tokens=cached, output_tokens=out,
+            request_id=rid, ts=None if t0 is None else from_epoch_checked(t0, "nanoseconds")[0], owner=str(owner),
+            source="otel", model=model, input_tokens=inp - cached, cached_input_tokens=cached, output_tokens=out,
             status=_status(sp, a), ttft_ms=None if ttft is None else ttft * 1000,
-            latency_ms=None if t0 is None or t1 is None or t1 < t0 else (t1 - t0) / 1e6,
+            latency_ms=None if t0 is None or t1 is None else (t1 - t0) / 1e6,
         )
-
-
-def from_epoch_ns(ns: int):
-    return from_epoch(0) + timedelta(microseconds=ns // 1000)
 
 
 def _status(sp: dict, a: dict) -> str:

@@ -57,7 +57,9 @@ from ..config import Config
 from . import ImportOptions, Parsed, from_epoch
 from .kube import PRODUCT_LABEL, kube_allocations, read_kube
 from .kube import USED as KUBE_USED
-from .promseries import Series, exporter_pods, infer_step, read_series, runs, sample_value, workload
+from .promseries import (Series, exporter_pods, infer_step, plausible_series, read_series, runs, sample_value,
+                         workload)
+from .values import negative_readings
 
 UTIL = "DCGM_FI_DEV_GPU_UTIL"
 GR_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
@@ -83,6 +85,8 @@ TELEMETRY_METRICS = {
     ENERGY: ("energy_j", lambda x: x / 1000.0),
     FB_USED: ("mem_used_mib", lambda x: x),
 }
+# Cumulative counters: a reading below zero is impossible, left missing and reported.
+COUNTERS = {ENERGY, *FAULT_COUNTERS}
 KNOWN = set(TELEMETRY_METRICS) | {XID, *CLOCKS, *FAULT_COUNTERS, *FAULT_STATES}
 # Families left out on purpose (listed once, not reported as unmapped): prefix -> why.
 IGNORED_FAMILIES = (
@@ -156,6 +160,7 @@ class PrometheusImporter:
 
     def read_series(self, series: list[Series], options: ImportOptions, config: Config) -> Parsed:
         parsed = Parsed()
+        series = plausible_series(series, parsed)  # a query answered in milliseconds: named, not a crash
         step = infer_step(series, options.step_s)
         exporters = exporter_pods(series)
         view = read_kube([s for s in series if s.name in KUBE_USED], exporters, parsed)
@@ -193,6 +198,10 @@ class PrometheusImporter:
                 parsed.skip(s.file, s.row,
                             f"{name} on {card.gpu_id}: {len(bad)} of {len(s.samples)} values are NaN or not numbers "
                             f"(first at {_t(bad[0])}); left missing")
+            below = negative_readings([(t, sample_value(v)) for t, v in s.samples]) if name in COUNTERS else []
+            if below:
+                parsed.skip(s.file, s.row, f"{name} on {card.gpu_id}: {len(below)} readings below zero (first "
+                            f"{below[0][1]:g} at {_t(below[0][0])}): a counter never reads below zero; left missing")
             ns, pod, _ = workload(s, exporters)
             if ns and pod:
                 key = (card.gpu_id, ns, pod)
@@ -203,7 +212,7 @@ class PrometheusImporter:
                 fld, convert = TELEMETRY_METRICS[name]
                 for t, v in s.samples:
                     x = sample_value(v)
-                    if x is not None:
+                    if x is not None and not (x < 0 and name in COUNTERS):
                         tele[(card.gpu_id, t)][fld] = convert(x)
             else:
                 event_series.append((s, card))
@@ -289,7 +298,7 @@ class PrometheusImporter:
         for s, card in event_series:
             name = s.name
             vals = [(t, sample_value(v)) for t, v in s.samples]
-            vals = [(t, x) for t, x in vals if x is not None]
+            vals = [(t, x) for t, x in vals if x is not None and not (x < 0 and name in COUNTERS)]
             width = step or _own_step(vals)
             if width is None:
                 parsed.skip(s.file, s.row, f"{name} on {card.gpu_id}: one sample and no step: event length unknown",

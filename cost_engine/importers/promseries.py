@@ -16,7 +16,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from . import ImportFailed, load_json_records
+from . import ImportFailed, Parsed, load_json_records
+from .values import UNITS, epoch_problem
 
 
 @dataclass
@@ -25,6 +26,7 @@ class Series:
     row: int
     labels: dict[str, str]
     samples: list[tuple[float, str]] = field(default_factory=list)
+    time_unit: str = "seconds"  # the unit the file wrote its sample times in (text format: milliseconds)
 
     @property
     def name(self) -> str | None:
@@ -45,6 +47,31 @@ def sample_value(v: str) -> float | None:
     except ValueError:
         return None
     return x if math.isfinite(x) else None
+
+
+def plausible_series(series: list[Series], parsed: Parsed) -> list[Series]:
+    """The series with every sample whose time is not in 2000..2100 left out, reported once
+    per series with the unit its times look like (a range query answered in milliseconds);
+    a series left without samples is dropped."""
+    out: list[Series] = []
+    for s in series:
+        scale = UNITS[s.time_unit]
+        why = [epoch_problem(_raw(t * scale), s.time_unit) for t, _ in s.samples]
+        bad = [w for w in why if w is not None]
+        if not bad:
+            out.append(s)
+            continue
+        parsed.skip(s.file, s.row, f"{s.name or 'series'}: {len(bad)} of {len(s.samples)} sample times are "
+                    f"implausible: {bad[0]}; those samples are left out")
+        kept = [p for p, w in zip(s.samples, why) if w is None]
+        if kept:
+            out.append(Series(s.file, s.row, s.labels, kept, s.time_unit))
+    return out
+
+
+def _raw(x: float) -> float | int:
+    """A time as the file wrote it: whole numbers without the float's tail."""
+    return int(round(x)) if abs(x - round(x)) < 1e-3 else x
 
 
 def infer_step(series: list[Series], given: float | None) -> float | None:
@@ -162,7 +189,8 @@ def read_exposition(path: Path, at: datetime | None) -> list[Series]:
         key = tuple(sorted(labels.items()))
         s = by_key.get(key)
         if s is None:
-            s = by_key[key] = Series(path.name, number, labels)
+            unit = "seconds" if openmetrics or ts is None else "milliseconds"
+            s = by_key[key] = Series(path.name, number, labels, time_unit=unit)
         s.samples.append((t, value))
     out = list(by_key.values())
     for s in out:

@@ -50,7 +50,8 @@ import polars as pl
 
 from ..config import Config
 from . import ImportOptions, Parsed, from_epoch
-from .promseries import Series, read_series, sample_value
+from .promseries import Series, plausible_series, read_series, sample_value
+from .values import hold_negative_readings, negative_readings
 
 PROMPT = ("vllm:prompt_tokens_total", "vllm:prompt_tokens")
 GENERATION = ("vllm:generation_tokens_total", "vllm:generation_tokens")
@@ -101,6 +102,7 @@ class VllmImporter:
 
     def read_series(self, series: list[Series], options: ImportOptions, config: Config) -> Parsed:
         parsed = Parsed()
+        series = plausible_series(series, parsed)  # a query answered in milliseconds: named, not a crash
         # server key -> role -> chosen metric rank -> list of series
         groups: dict[tuple, dict[str, dict[int, list[Series]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
         starts: dict[tuple, float] = {}
@@ -167,6 +169,12 @@ class VllmImporter:
                 if missing:
                     parsed.skip(s.file, s.row, f"{s.name} ({model}): {missing} NaN values; the intervals next to "
                                 "them are not counted")
+                below = negative_readings(vals)
+                if below:  # impossible readings: never the base of an increase
+                    parsed.skip(s.file, s.row, f"{s.name} ({model}): {len(below)} readings below zero (first "
+                                f"{below[0][1]:g} at {from_epoch(below[0][0]):%Y-%m-%dT%H:%M:%SZ}): a counter never "
+                                "reads below zero; each is left out (the counter taken not to move there)")
+                    vals = hold_negative_readings(vals)
                 for t0, t1, inc in increases(vals):
                     cur = acc[(t0, t1)]
                     acc[(t0, t1)] = None if inc is None or cur is None else cur + inc
