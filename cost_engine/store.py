@@ -28,7 +28,8 @@ from . import future
 from .future import FutureRows
 from .continuation import SPANS
 from .contract import RECORD_KEYS, REJECTED_SCHEMA, TABLE_NAMES, TABLES, empty, schema
-from .token_sources import HOUR_US, SPANS
+from .token_sources import HOUR_US
+from .token_sources import SPANS as SOURCE_HOURS
 
 # ---------------------------------------------------------------------------------------------
 # Layout
@@ -1193,7 +1194,7 @@ def request_coverage(db_path: str | Path, start: datetime, end: datetime) -> pl.
     per model, source and hour, so the engine finds overlapping sources before it reads a batch."""
     with connect(db_path) as con:
         if not _has_table(con, "requests"):
-            return pl.DataFrame(schema=SPANS)
+            return pl.DataFrame(schema=SOURCE_HOURS)
         has_end = "end" in _table_columns(con, "requests")
         overlap = ' OR ("end" IS NOT NULL AND "end" > ?)' if has_end else ""
         inner = (f"SELECT {_select_canonical(con, 'requests', db_path)} FROM requests "
@@ -1208,7 +1209,7 @@ def request_coverage(db_path: str | Path, start: datetime, end: datetime) -> pl.
                f"ELSE floor({s} / {HOUR_US}) + 1 END AS BIGINT) AS h1 FROM ({inner})")
         got = pl.from_arrow(con.sql(sql, params=[start, end, start, *params]).to_arrow_table())
     assert isinstance(got, pl.DataFrame)
-    return got.cast(dict(SPANS))  # type: ignore[arg-type]
+    return got.cast(dict(SOURCE_HOURS))  # type: ignore[arg-type]
 
 
 def _where(table: str, filters: dict[str, list[str]] | None, ids: list[str] | None) -> tuple[str, list[Any]] | None:
