@@ -102,7 +102,9 @@ def owner_table(comp: Computation, keys: list[str], unpriced: pl.DataFrame | Non
         pl.when(tokens_all > 0).then(pl.col("inference_cost") / tokens_all * 1e6).alias("cost_per_million_tokens"),
         pl.when(pl.col("_held_s") > 0).then(pl.col("_joules") / pl.col("_held_s")).alias("avg_power_w_per_gpu"),
     ).drop("_util", "_held_s", "_joules", "_energy_s", "_carbon_known")
-    return t.sort(["cost", *keys], descending=[True] + [False] * len(keys), nulls_last=True)
+    # Ranked on the cost to a micro-unit: sums that differ only in the order they were added
+    # (a reused summary, a fresh one) must not swap two owners of the same cost.
+    return t.sort([pl.col("cost").round(6), *keys], descending=[True] + [False] * len(keys), nulls_last=True)
 
 
 def energy_priced_by_measurement(comp: Computation) -> bool:
