@@ -32,6 +32,8 @@ MAX_EXCHANGE_RATE = 1_000_000.0
 MAX_ALERT_PCT = 1_000_000.0  # an alert's percentage (a rise of 10,000x is already beyond any use)
 MAX_ALERT_MONEY = 1e15  # as the largest amount a bundle accepts
 MAX_WINDOW_DAYS = 366
+MAX_POWER_W = 100_000.0  # a card's power ceiling: no accelerator draws 100 kW
+MAX_POWER_RATIO = 1_000.0
 BOM = b"\xef\xbb\xbf"
 
 
@@ -117,6 +119,20 @@ class Energy(_Strict):
     server_overhead: float = Field(1.3, ge=1.0, le=MAX_FACTOR)
     pue: float = Field(1.2, ge=1.0, le=MAX_FACTOR)
     flat_price_per_kwh: float = Field(0.12, ge=0, le=MAX_PRICE_PER_KWH)
+    # What an energy counter may claim (power_limits.py): a counter implying more power than the
+    # card's ceiling, or more than counter_power_ratio x its power readings, is not believed.
+    max_power_w_by_pool: dict[str, float] = Field(default_factory=dict)
+    max_power_w_by_accelerator: dict[str, float] = Field(default_factory=dict)
+    unknown_max_power_w: float = Field(2000.0, gt=0, le=MAX_POWER_W)
+    counter_power_ratio: float = Field(4.0, ge=1.0, le=MAX_POWER_RATIO)
+
+    @field_validator("max_power_w_by_pool", "max_power_w_by_accelerator")
+    @classmethod
+    def _sane_watts(cls, v: dict[str, float]) -> dict[str, float]:
+        for k, w in v.items():
+            if not 0 < w <= MAX_POWER_W:
+                raise ValueError(f"ceiling of {k!r} must be above 0 and at most {MAX_POWER_W:g} W")
+        return v
 
 
 class TokenWeights(_Strict):
