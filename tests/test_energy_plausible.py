@@ -23,6 +23,7 @@ from cost_engine.engine import compute
 from cost_engine.importers import ImportOptions, import_files
 from cost_engine.ledger import Period, cards_frame, mig_over_parent
 from cost_engine.report import build_report
+from cost_engine.telemetry import StoreTelemetry
 from tests.helpers import DAY0, make_bundle, make_config
 from tests.test_quarter_rollup import _store_paths_agree, both
 
@@ -159,6 +160,29 @@ def test_a_rollup_stored_before_the_peaks_is_rebuilt_not_read(tmp_path):
     done = quarter_store.refresh(db, Activity())
     assert done.full and done.cells == 5  # 00:00-01:15: the last sample's piece reaches 01:04
     assert len(_implausible(_store_paths_agree(db, ["inventory", "allocations"]))) == 1
+
+
+def test_a_rollup_without_raw_samples_leaves_an_unbelieved_quarter_unknown(tmp_path):
+    """The billion-joule jump again, but the store holds only a rollup made elsewhere (no raw
+    samples to bill 00:15-00:30 by power x time): that quarter's energy is unknown, named with the
+    quarters the rollup could not stand in for. The other three are exact: 00:00-00:15 and
+    00:30-00:45 hold 15 counter deltas of 36,000 J each, 00:45-01:00 14 deltas and 60 s of the last
+    sample's 600 W x 300 s: 3 x 540,000 J = 1,620,000 J = 0.45 kWh known, 2,700 of 3,600 s."""
+    b = _card("H100-SXM-80GB", 600.0, lambda i: 36_000.0 * i + (1e9 if i >= 30 else 0.0))
+    tel = tmp_path / "telemetry.parquet"
+    b["telemetry"].write_parquet(tel)
+    quarters.duckdb_rollup(str(tel), str(tmp_path / "rollup"), Activity())
+    db = tmp_path / "s.duckdb"
+    store.ingest(db, make_bundle(inventory=b["inventory"].to_dicts(), allocations=b["allocations"].to_dicts()),
+                 rollup=None)
+    assert quarter_store.ingest_rollup(db, tmp_path / "rollup") > 0
+    ext = compute(store.load_bundle(db, tables=["inventory", "allocations"]), HOUR, telemetry=StoreTelemetry(db))
+    seg = ext.seg.filter(pl.col("allocation_id") == "a")
+    assert seg["joules"].sum() == pytest.approx(1_620_000.0, rel=1e-12)
+    assert seg["energy_s"].sum() == pytest.approx(2700.0, rel=1e-12)
+    rolled = [d for w, d in ext.gaps if w == "telemetry rollup"]
+    assert len(rolled) == 1 and rolled[0].startswith("1 card quarter hours") and "g0 2026-10-01 00:15Z" in rolled[0]
+    assert ("energy unknown", "1 cards report no power or energy counter for some samples: g0") in ext.gaps
 
 
 def test_ceilings_come_from_the_pool_the_accelerator_or_its_family():
