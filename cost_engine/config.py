@@ -37,6 +37,14 @@ MAX_POWER_RATIO = 1_000.0
 BOM = b"\xef\xbb\xbf"
 
 
+def _each_positive(v: dict[str, float], most: float, what: str, unit: str = "") -> dict[str, float]:
+    """A mapping whose every value is above 0 and at most `most` (the error names the key)."""
+    for k, x in v.items():
+        if not 0 < x <= most:
+            raise ValueError(f"{what} of {k!r} must be above 0 and at most {most:g}{unit}")
+    return v
+
+
 class ConfigError(ValueError):
     """A config value that breaks the contract; the message names the key."""
 
@@ -129,10 +137,7 @@ class Energy(_Strict):
     @field_validator("max_power_w_by_pool", "max_power_w_by_accelerator")
     @classmethod
     def _sane_watts(cls, v: dict[str, float]) -> dict[str, float]:
-        for k, w in v.items():
-            if not 0 < w <= MAX_POWER_W:
-                raise ValueError(f"ceiling of {k!r} must be above 0 and at most {MAX_POWER_W:g} W")
-        return v
+        return _each_positive(v, MAX_POWER_W, "ceiling", " W")
 
 
 class TokenWeights(_Strict):
@@ -239,10 +244,7 @@ class Config(_Strict):
     @field_validator("currency_rates")
     @classmethod
     def _sane_rates(cls, v: dict[str, float]) -> dict[str, float]:
-        for code, rate in v.items():
-            if not 0 < rate <= MAX_EXCHANGE_RATE:
-                raise ValueError(f"rate of {code!r} must be above 0 and at most {MAX_EXCHANGE_RATE:g}")
-        return v
+        return _each_positive(v, MAX_EXCHANGE_RATE, "rate")
 
 
 def _key_path(loc: tuple) -> str:
