@@ -100,7 +100,7 @@ def test_a_counter_far_above_the_cards_own_power_readings_is_not_believed():
         "g0 from 2026-10-01 00:00:00Z to 2026-10-01 00:59:00Z (59 samples): the counter implies up to 500 W, "
         "more than 4x its power readings; that stretch uses power x time"]
     lenient = make_config(period={"start": DAY0, "end": DAY0 + 3600 * S}, energy={"counter_power_ratio": 6.0})
-    raw6, _, _ = both(b, lenient)
+    raw6 = compute(b, lenient)
     assert build_report(raw6)["totals"]["energy_kwh_gpu"] == pytest.approx(1_776_000 / 3.6e6, rel=1e-12)
     assert _implausible(raw6) == []
 
