@@ -13,6 +13,7 @@ from . import quarter_activity
 from .config import Activity
 from .contract import TS
 from .ledger import seconds
+from .power_limits import implausible_counter
 from .tariffs import Bands
 from .telemetry import TelemetrySource
 
@@ -20,12 +21,17 @@ if TYPE_CHECKING:
     from .quarter_store import Rollup
 
 
-def sample_intervals(telemetry: pl.DataFrame, max_gap_s: float, *, presorted: bool = False) -> pl.DataFrame:
+def sample_intervals(telemetry: pl.DataFrame, max_gap_s: float, *, presorted: bool = False,
+                     max_w: pl.Expr | float | None = None, ratio: float | None = None) -> pl.DataFrame:
     """Each sample stands for [ts, next ts) of its card, capped at max_gap_s; with its joules.
 
     Energy: the counter delta when both ends exist, the interval is not capped and the
     delta is >= 0; otherwise (reset, no counter, capped gap) power x time; unknown when
     neither exists. `presorted`: the rows already come sorted by (gpu_id, ts).
+
+    `max_w` (the card's power ceiling, an expression over the rows or one number) and `ratio`
+    (power_limits.implausible_counter): a counter delta implying more is `implausible` and the
+    sample uses power x time instead (unknown without power); None checks nothing.
     """
     cap = pl.duration(microseconds=int(max_gap_s * 1_000_000))
     t = telemetry if presorted else telemetry.sort("gpu_id", "ts")
@@ -34,13 +40,22 @@ def sample_intervals(telemetry: pl.DataFrame, max_gap_s: float, *, presorted: bo
     t = t.with_columns(
         pl.when(same).then(pl.col("ts").shift(-1)).alias("next_ts"),
         pl.when(same).then(pl.col("energy_j").shift(-1)).alias("next_energy_j"),
+        pl.when(same).then(pl.col("power_w").shift(-1)).alias("next_power_w"),
     )
     t = t.with_columns(
         pl.min_horizontal(pl.col("next_ts"), pl.col("ts") + cap).alias("t_end"),
         (pl.col("next_ts").is_not_null() & (pl.col("next_ts") <= pl.col("ts") + cap)).alias("uncapped"),
     ).with_columns(seconds(pl.col("t_end") - pl.col("ts")).alias("dt_s"))
     delta = pl.col("next_energy_j") - pl.col("energy_j")
-    counter_ok = pl.col("uncapped") & delta.is_not_null() & (delta >= 0)
+    counter = pl.col("uncapped") & delta.is_not_null() & (delta >= 0)
+    if max_w is None and ratio is None:
+        bad = pl.lit(False)
+    else:
+        limit = pl.lit(float("inf")) if max_w is None else (pl.lit(max_w) if isinstance(max_w, (int, float)) else max_w)
+        bad = counter & implausible_counter(delta, pl.col("dt_s"), pl.col("power_w"), pl.col("next_power_w"), limit,
+                                            float("inf") if ratio is None else ratio)
+    t = t.with_columns(bad.alias("implausible"))
+    counter_ok = counter & ~pl.col("implausible")
     t = t.with_columns(
         pl.when(counter_ok)
         .then(delta)
@@ -49,9 +64,10 @@ def sample_intervals(telemetry: pl.DataFrame, max_gap_s: float, *, presorted: bo
         .otherwise(None)
         .alias("joules"),
         (pl.col("uncapped") & delta.is_not_null() & (delta < 0)).alias("counter_reset"),
+        pl.when(pl.col("implausible")).then(delta / pl.col("dt_s")).alias("implied_w"),
     )
     return t.filter(pl.col("dt_s") > 0).select(
-        "gpu_id", "ts", "t_end", "dt_s", "util_pct", "power_w", "joules", "counter_reset"
+        "gpu_id", "ts", "t_end", "dt_s", "util_pct", "power_w", "joules", "counter_reset", "implausible", "implied_w"
     )
 
 
@@ -126,6 +142,9 @@ class TelemetryActivity:
     oversized: pl.DataFrame  # e_idx, job_id, over_s, over_util_s, over_j, over_price_j (J x price per kWh)
     card_energy: pl.DataFrame  # gpu_id (Enum), bucket (15 min, UTC), joules: samples starting in the bucket
     resets: pl.DataFrame  # gpu_id, ts, t_end: each sample interval over which the energy counter went backwards
+    # gpu_id, ts, t_end, implied_w, joules (null: unknown): each sample interval whose counter delta
+    # was not believed (power_limits), billed as power x time instead
+    implausible: pl.DataFrame
     samples: int  # samples of the ledger's cards that started inside a window
     outside: int  # rows of the source whose card is not in `known` (ignored)
     # gpu_id, q (UTC quarter hour number): quarters a rollup without raw samples behind it (made
@@ -165,6 +184,8 @@ def interval_activity(
     known: pl.Series | None = None,
     bands: Bands | None = None,
     rollup: "Rollup | None" = None,
+    ceilings: pl.DataFrame | None = None,
+    ratio: float | None = None,
 ) -> TelemetryActivity:
     """Per ledger interval: covered_s, active_s, util_s (util% x s), joules, energy-known seconds.
 
@@ -183,11 +204,16 @@ def interval_activity(
     `known`: the card ids the `outside` count is taken against (default: the intervals' cards);
     one reader serves both. `rollup`: the store's quarter-hour rollup for this rule; where the
     period allows it, its cells stand in for the raw samples wherever they can
-    (`quarter_activity`), with the same results.
+    (`quarter_activity`), with the same results. `ceilings` (gpu_id, max_w) and `ratio`: what an
+    energy counter may claim (power_limits); a card without a ceiling is checked by `ratio` only.
     """
     # Work on integer card codes: sorts, as-of joins and group-bys over millions of samples are
     # several times cheaper than on UUID strings, and every copy is smaller.
     codes = intervals.select("gpu_id").unique().sort("gpu_id").with_row_index("gc")
+    # Each card's power ceiling by its code, looked up by position (a gather, no join per sample).
+    max_w = (codes.join(ceilings, on="gpu_id", how="left", maintain_order="left").get_column("max_w")
+             .fill_null(float("inf")) if ceilings is not None else pl.Series("max_w", [float("inf")] * codes.height))
+    check = Check(max_w, ratio)
     iv_all = intervals.select("e_idx", "gpu_id", "t0", "t1").join(codes, on="gpu_id").select(
         "e_idx", pl.col("gc").alias("gpu_id"), "t0", "t1"
     ).sort("gpu_id", "t0")
@@ -219,15 +245,17 @@ def interval_activity(
         busy = pl.col("util_pct") / 100.0
         # Util-weighted: the inactive fraction of a sample is the part that did no work.
         idle_util = pl.lit(0.0)
-    aggs, overs, energy, resets = [], [], [], []
+    aggs, overs, energy, resets, bad = [], [], [], [], []
     n_samples = 0
     if quarter_activity.usable(rollup, rule, period_start, period_end):
         assert rollup is not None
 
-        def raw_sums(tele: pl.DataFrame, clipped: pl.DataFrame) -> tuple[list[pl.DataFrame], list[pl.DataFrame]]:
+        def raw_sums(tele: pl.DataFrame, clipped: pl.DataFrame) -> tuple[list[pl.DataFrame], ...]:
             # Pieces over the parts clipped to the raw cells; context pieces tell the oversized
-            # cause which siblings were busy but are not counted.
-            samples = sample_intervals(tele, rule.max_sample_gap_s, presorted=True)
+            # cause which siblings were busy but are not counted. Also each sample's quarter-hour
+            # joules and the samples whose counter was not believed (the caller keeps those of
+            # the cells it counts).
+            samples = check.intervals(tele, rule.max_sample_gap_s)
             simple, spread = pieces(samples.select("gpu_id", "ts", "t_end", "dt_s", "util_pct", "joules"),
                                     clipped.select("e_idx", "gpu_id", "t0", "t1"))
             p = pl.concat([simple, spread])
@@ -235,18 +263,19 @@ def interval_activity(
                                clipped["counted"].gather(p["e_idx"]).alias("counted"))
             a = [_per_interval(p.filter(pl.col("counted")), busy, idle_util)]
             o = [_oversized(p, busy, idle_util, jobs)] if jobs is not None else []
-            return a, o
+            return a, o, [samples.filter(pl.col("implausible")).select(*IMPLAUSIBLE)], [
+                _card_energy(samples, period_start, period_end)]
 
         with source.reader() as r:
             qa = quarter_activity.run(r, rollup, codes, iv_parts, job_parts, rule, period_start, period_end,
-                                      codes["gpu_id"] if known is None else known, raw_sums)
-        aggs, overs, energy, resets = qa.aggs, qa.overs, qa.energy, qa.resets
+                                      codes["gpu_id"] if known is None else known, raw_sums, check.max_w, ratio)
+        aggs, overs, energy, resets, bad = qa.aggs, qa.overs, qa.energy, qa.resets, qa.implausible
         n_samples, outside = qa.samples, qa.outside
         undecided = qa.undecided
     else:
         undecided = None
         outside, n_samples = _raw_windows(source, codes, iv_parts, jobs, rule, busy, idle_util, period_start,
-                                          period_end, window_rows, known, aggs, overs, energy, resets)
+                                          period_end, window_rows, known, aggs, overs, energy, resets, bad, check)
     out = intervals.select("e_idx")
     if aggs:
         agg = (
@@ -288,12 +317,36 @@ def interval_activity(
         pl.concat(resets).join(codes, left_on="gpu_id", right_on="gc").select(pl.col("gpu_id_right").alias("gpu_id"), "ts", "t_end")
         if resets else pl.DataFrame(schema={"gpu_id": pl.String, "ts": TS, "t_end": TS})
     ).sort("gpu_id", "ts")
-    return TelemetryActivity(out, oversized, card_energy, resets_f, n_samples, outside, undecided)
+    bad_f = (
+        pl.concat(bad).join(codes, left_on="gpu_id", right_on="gc")
+        .filter((pl.col("t_end") > period_start) & (pl.col("ts") < period_end))
+        .select(pl.col("gpu_id_right").alias("gpu_id"), *IMPLAUSIBLE[1:]).unique(["gpu_id", "ts"])
+        if bad else pl.DataFrame(schema=IMPLAUSIBLE_SCHEMA)
+    ).sort("gpu_id", "ts")
+    return TelemetryActivity(out, oversized, card_energy, resets_f, bad_f, n_samples, outside, undecided)
+
+
+IMPLAUSIBLE = ("gpu_id", "ts", "t_end", "implied_w", "joules")
+IMPLAUSIBLE_SCHEMA = pl.Schema({"gpu_id": pl.String, "ts": TS, "t_end": TS, "implied_w": pl.Float64,
+                                "joules": pl.Float64})
+
+
+@dataclass(frozen=True)
+class Check:
+    """What an energy counter may claim, per card code (power_limits): the ceiling by code, the ratio."""
+
+    max_w: pl.Series  # indexed by card code
+    ratio: float | None
+
+    def intervals(self, tele: pl.DataFrame, max_gap_s: float) -> pl.DataFrame:
+        """sample_intervals of coded, presorted samples with the counter checked."""
+        limit = pl.lit(self.max_w).gather(pl.col("gpu_id")) if self.max_w.len() else None
+        return sample_intervals(tele, max_gap_s, presorted=True, max_w=limit, ratio=self.ratio)
 
 
 
 def _raw_windows(source, codes, iv_parts, jobs, rule, busy, idle_util, period_start, period_end, window_rows, known,
-                 aggs, overs, energy, resets) -> tuple[int, int]:
+                 aggs, overs, energy, resets, bad, check) -> tuple[int, int]:
     """The raw path: every sample read window by window; appends to the lists, returns (outside, samples)."""
     cap = timedelta(seconds=rule.max_sample_gap_s)
     n_samples = 0
@@ -302,12 +355,13 @@ def _raw_windows(source, codes, iv_parts, jobs, rule, busy, idle_util, period_st
         spans = windows(period_start, period_end, rule.max_sample_gap_s, r.count(), window_rows or WINDOW_ROWS)
         for a, b in spans:
             tele = _by_card_and_time(r.window(a, b + cap, codes), a, b + cap, codes.height)
-            samples = sample_intervals(tele, rule.max_sample_gap_s, presorted=True).filter(pl.col("ts") < b)
+            samples = check.intervals(tele, rule.max_sample_gap_s).filter(pl.col("ts") < b)
             del tele
             n_samples += samples.height
             if samples.height == 0:
                 continue
             resets.append(samples.filter(pl.col("counter_reset")).select("gpu_id", "ts", "t_end"))
+            bad.append(samples.filter(pl.col("implausible")).select(*IMPLAUSIBLE))
             energy.append(_card_energy(samples, period_start, period_end))
             iv = iv_parts.filter((pl.col("t1") > a) & (pl.col("t0") < b + cap))
             simple, spread = pieces(samples.select("gpu_id", "ts", "t_end", "dt_s", "util_pct", "joules"), iv)

@@ -32,7 +32,17 @@ MAX_EXCHANGE_RATE = 1_000_000.0
 MAX_ALERT_PCT = 1_000_000.0  # an alert's percentage (a rise of 10,000x is already beyond any use)
 MAX_ALERT_MONEY = 1e15  # as the largest amount a bundle accepts
 MAX_WINDOW_DAYS = 366
+MAX_POWER_W = 100_000.0  # a card's power ceiling: no accelerator draws 100 kW
+MAX_POWER_RATIO = 1_000.0
 BOM = b"\xef\xbb\xbf"
+
+
+def _each_positive(v: dict[str, float], most: float, what: str, unit: str = "") -> dict[str, float]:
+    """A mapping whose every value is above 0 and at most `most` (the error names the key)."""
+    for k, x in v.items():
+        if not 0 < x <= most:
+            raise ValueError(f"{what} of {k!r} must be above 0 and at most {most:g}{unit}")
+    return v
 
 
 class ConfigError(ValueError):
@@ -117,6 +127,17 @@ class Energy(_Strict):
     server_overhead: float = Field(1.3, ge=1.0, le=MAX_FACTOR)
     pue: float = Field(1.2, ge=1.0, le=MAX_FACTOR)
     flat_price_per_kwh: float = Field(0.12, ge=0, le=MAX_PRICE_PER_KWH)
+    # What an energy counter may claim (power_limits.py): a counter implying more power than the
+    # card's ceiling, or more than counter_power_ratio x its power readings, is not believed.
+    max_power_w_by_pool: dict[str, float] = Field(default_factory=dict)
+    max_power_w_by_accelerator: dict[str, float] = Field(default_factory=dict)
+    unknown_max_power_w: float = Field(2000.0, gt=0, le=MAX_POWER_W)
+    counter_power_ratio: float = Field(4.0, ge=1.0, le=MAX_POWER_RATIO)
+
+    @field_validator("max_power_w_by_pool", "max_power_w_by_accelerator")
+    @classmethod
+    def _sane_watts(cls, v: dict[str, float]) -> dict[str, float]:
+        return _each_positive(v, MAX_POWER_W, "ceiling", " W")
 
 
 class TokenWeights(_Strict):
@@ -241,10 +262,7 @@ class Config(_Strict):
     @field_validator("currency_rates")
     @classmethod
     def _sane_rates(cls, v: dict[str, float]) -> dict[str, float]:
-        for code, rate in v.items():
-            if not 0 < rate <= MAX_EXCHANGE_RATE:
-                raise ValueError(f"rate of {code!r} must be above 0 and at most {MAX_EXCHANGE_RATE:g}")
-        return v
+        return _each_positive(v, MAX_EXCHANGE_RATE, "rate")
 
 
 def _key_path(loc: tuple) -> str:

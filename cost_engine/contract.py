@@ -114,6 +114,7 @@ TABLES: dict[str, tuple[Column, ...]] = {
         _c("capacity", F64, default=1.0),
         _c("in_service_start", TS),
         _c("in_service_end", TS),
+        _c("parent_gpu_id", STR),  # extension: the physical card a MIG instance is cut from
     ),
     "allocations": (
         _c("allocation_id", STR, True),

@@ -8,16 +8,18 @@ from datetime import datetime, timedelta, timezone
 
 import polars as pl
 
-from . import activity, allocation, future, idle, quarter_activity, token_sources, tokens
+from . import activity, allocation, future, idle, power_limits, quarter_activity, token_sources, tokens
 from .bundle import Bundle, release_pages, spill_folder
 from .config import Config
 from .contract import IDLE, TS
-from .ledger import Ledger, Period, build_ledger, cards_frame, clip, resolve_period
+from .ledger import Ledger, Period, build_ledger, cards_frame, clip, mig_over_parent, resolve_period
 from .ownership import Ownership
 from .tariffs import Bands
 from .telemetry import FrameTelemetry, TelemetrySource
 
 J_PER_KWH = 3_600_000.0
+# The [energy] keys the telemetry stage reads (what an energy counter may claim): part of its memo key.
+_COUNTER_RULES = ("max_power_w_by_pool", "max_power_w_by_accelerator", "unknown_max_power_w", "counter_power_ratio")
 # Requests of a bundle frame resolved per slice (as a store's are per batch).
 REQUEST_SLICE_ROWS = 250_000
 # Above this many requests the resolved ones are spilled to memory-mapped files.
@@ -160,6 +162,11 @@ def compute(bundle: Bundle, config: Config, telemetry: TelemetrySource | None = 
     )
     if not has_inventory:
         gaps.append(("inventory", "no inventory table: available capacity, unallocated time and rates are unknown"))
+    for r in mig_over_parent(bundle["inventory"], cards).iter_rows(named=True):
+        itself = " and its own inventory row" if r["listed"] else ""
+        gaps.append(("MIG over capacity", f"{r['parent']}: its {r['n']} MIG instance{'' if r['n'] == 1 else 's'}{itself} "
+                     f"hold {r['capacity']:.4g} cards of capacity at once from {r['t']:%Y-%m-%d %H:%M}Z, more than "
+                     "the one physical card; available hours count them as given"))
     alloc = clip(bundle["allocations"], "start", "end", period.start, period.end)
     if has_inventory:
         unknown = alloc.join(cards.select("gpu_id"), on="gpu_id", how="anti")
@@ -181,7 +188,7 @@ def compute(bundle: Bundle, config: Config, telemetry: TelemetrySource | None = 
     # of what `memo` keeps. (The period with its time zone, which cuts the days, and its
     # currency, which the ledger keeps.)
     key = ("telemetry stage", period, config.activity.model_dump_json(), config.energy.flat_price_per_kwh,
-           config.engine.rollup)
+           config.engine.rollup, config.energy.model_dump_json(include=set(_COUNTER_RULES)))
     held = memo.get(key) if memo is not None else None
     rollup = None
     if held is not None:
@@ -226,13 +233,15 @@ def compute(bundle: Bundle, config: Config, telemetry: TelemetrySource | None = 
         .select("e_idx", "job_id")
         .unique()
     )
+    ceilings = power_limits.ceilings(cards, config.energy)
     bands = (Bands.of(bundle["tariffs"], config.energy.flat_price_per_kwh) if bundle["tariffs"].height
              else Bands.flat(config.energy.flat_price_per_kwh))
     if held is not None:
         ta = held[1]
     else:
         ta = activity.interval_activity(source, ledger.intervals, config.activity, period.start, period.end, jobs,
-                                        known=cards["gpu_id"], bands=bands, rollup=rollup)
+                                        known=cards["gpu_id"], bands=bands, rollup=rollup, ceilings=ceilings,
+                                        ratio=config.energy.counter_power_ratio)
         if memo is not None:
             memo[key] = (ledger, ta)
     del rollup  # hundreds of MB at fleet scale, and nothing after the telemetry stage reads it
@@ -251,6 +260,7 @@ def compute(bundle: Bundle, config: Config, telemetry: TelemetrySource | None = 
             # The drop shows in the sample at t_end; the interval priced by power x time starts at ts.
             gaps.append(("energy counter reset", f"{r['gpu_id']} at {r['t_end']:%Y-%m-%d %H:%M:%S}Z: the counter "
                          f"went down since the {r['ts']:%H:%M:%S}Z sample; that interval uses power x time"))
+        gaps += power_limits.gap_lines(ta.implausible, ceilings, config.energy.counter_power_ratio)
     else:
         gaps.append(("telemetry", "no telemetry: active hours, utilization and energy are unknown"))
 

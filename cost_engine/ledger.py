@@ -138,6 +138,41 @@ def cards_frame(
     return cards.select("gpu_id", "pool", "node", "accelerator", "capacity", "svc_start", "svc_end"), False
 
 
+def mig_over_parent(inventory: pl.DataFrame, cards: pl.DataFrame) -> pl.DataFrame:
+    """Physical cards whose MIG instances (inventory rows naming them in `parent_gpu_id`), with
+    the card's own row when it is listed too, hold more than one whole card at some instant.
+
+    `cards`: cards_frame's (in-service windows clipped to the period). A sweep over the windows'
+    edges per parent (an instance re-cut over time is not counted twice). Returns parent, the
+    most capacity at once (`capacity`), when it is first reached (`t`), the instances (`n`) and
+    whether the card has a row of its own (`listed`).
+    """
+    out = pl.Schema({"parent": pl.String, "capacity": pl.Float64, "t": TS, "n": pl.UInt32, "listed": pl.Boolean})
+    if "parent_gpu_id" not in inventory.columns or cards.height == 0:
+        return pl.DataFrame(schema=out)
+    links = inventory.select("gpu_id", pl.col("parent_gpu_id").cast(pl.String).alias("parent")).filter(
+        pl.col("parent").is_not_null() & (pl.col("parent") != pl.col("gpu_id"))).unique("gpu_id")
+    if links.height == 0:
+        return pl.DataFrame(schema=out)
+    members = pl.concat([
+        cards.join(links, on="gpu_id"),
+        cards.join(links.select(pl.col("parent").alias("gpu_id")).unique(), on="gpu_id")
+        .with_columns(pl.col("gpu_id").alias("parent")),
+    ]).select("parent", "gpu_id", "capacity", "svc_start", "svc_end").filter(pl.col("svc_end") > pl.col("svc_start"))
+    edges = pl.concat([
+        members.select("parent", pl.col("svc_start").alias("t"), pl.col("capacity").alias("d")),
+        members.select("parent", pl.col("svc_end").alias("t"), (-pl.col("capacity")).alias("d")),
+    ]).sort("parent", "t", "d")  # at one instant, what leaves goes before what comes
+    held = edges.with_columns(pl.col("d").cum_sum().over("parent").alias("capacity"))
+    n = members.group_by("parent").agg((pl.col("gpu_id") != pl.col("parent")).sum().alias("n"),
+                                       (pl.col("gpu_id") == pl.col("parent")).any().alias("listed"))
+    peak = held.sort("parent", "capacity", "t", descending=[False, True, False]).group_by(
+        "parent", maintain_order=True).first()
+    # 1e-6: 3/7 + 4/7 is a whole card, whatever the float rounding.
+    return peak.filter(pl.col("capacity") > 1.0 + 1e-6).join(n, on="parent").select(
+        "parent", "capacity", "t", pl.col("n").cast(pl.UInt32), "listed").sort("parent")
+
+
 @dataclass
 class Ledger:
     """The segments and what they were cut from."""

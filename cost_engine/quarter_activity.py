@@ -6,6 +6,9 @@ interval holds the whole quarter: the rollup cut its samples at the quarter's ed
 The other cells are read raw:
 
 - a cell that a ledger or tariff edge cuts ("dirty");
+- a cell with a piece of a sample whose energy counter is not believed (`peak_w` above the
+  card's ceiling, or `peak_ratio` above the ratio: power_limits): its joules are the raw path's
+  power x time, which the rollup cannot know; such a cell is dirty for the jobs' masks too;
 - for the oversized-request cause, a job's quarter the bit masks cannot decide: the masks tell,
   per card, the minutes (of the samples' starts) with busy and with inactive pieces; a card's
   inactive time counts whole when every inactive minute has a busy sibling, and not at all when
@@ -81,6 +84,7 @@ class Quarters:
     raw_cells: int  # cells read from raw samples (counted)
     cells: int  # cells from the rollup
     undecided: pl.DataFrame  # gpu_id, q: cells a rollup without raw samples could not stand in for
+    implausible: list[pl.DataFrame]  # the raw path's rows of samples whose counter was not believed
 
 
 def run(
@@ -94,13 +98,17 @@ def run(
     end: datetime,
     known: pl.Series,
     raw_sums,
+    max_w: pl.Series | None = None,
+    ratio: float | None = None,
 ) -> Quarters:
     """The telemetry sums per part from the rollup and, for the cells it cannot stand in for, raw samples.
 
     `iv_parts` (e_idx = part, gpu_id = card code, t0, t1) numbered in (card, time) order; `jobs`
     (e_idx = part, job_id = job code) for the multi-card jobs; `raw_sums(samples, intervals,
     counted)` is the raw path's per-window work (activity.interval_activity's), returning the
-    per-part and per-(part, job) frames for the counted pieces.
+    per-part and per-(part, job) frames for the counted pieces, the samples whose counter was not
+    believed and the samples' joules per (card, quarter). `max_w` (the ceiling by card code) and
+    `ratio`: the cells whose counter is not believed are read raw (power_limits).
 
     The cells are taken a window of quarters at a time (about ROLLUP_CELLS_PER_WINDOW cells),
     with one quarter either side: what decides a quarter's masks is in its own cells and its
@@ -159,27 +167,39 @@ def run(
     over: list[pl.DataFrame] = []
     energy: list[pl.DataFrame] = []
     undecided = [dirty.select("gpu_id", "q").clear()]
+    bad: list[pl.DataFrame] = []
+    ceiling = pl.lit(max_w).gather(pl.col("gpu_id")) if max_w is not None and max_w.len() else pl.lit(float("inf"))
+    unbelieved = ((pl.col("peak_w") > ceiling) | (pl.col("peak_ratio") > (float("inf") if ratio is None else ratio))
+                  ).fill_null(False)
     if first_q < q0:  # samples starting before the period that reach into it
         samples += int(cells_in(first_q, q0).get_column("samples").sum() or 0)
     step = max(1, ROLLUP_CELLS_PER_WINDOW // max(1, ids.len()))
     for wa in range(q0, q1, step):
         wb = min(wa + step, q1)
         inner = (pl.col("q") >= wa) & (pl.col("q") < wb)
-        c = cells_in(max(wa - 1, q0), min(wb + 1, q1))
+        c = cells_in(max(wa - 1, q0), min(wb + 1, q1)).with_columns(unbelieved.alias("_bad"))
+        if rollup.external:
+            # No raw samples to bill those cells by power x time: their energy is unknown.
+            c = c.with_columns(pl.when(pl.col("_bad")).then(0.0).otherwise(pl.col(n)).alias(n)
+                               for n in ("joules", "idle_joules", "energy_s"))
         mid = c.filter(inner)
         samples += int(mid.get_column("samples").sum() or 0)
-        energy.append(mid.filter(pl.col("start_j").is_not_null()).select(
+        flagged = mid.filter(pl.col("_bad")).select("gpu_id", "q")
+        energy.append(mid.filter(pl.col("start_j").is_not_null() & ~pl.col("_bad")).select(
             "gpu_id", (pl.col("q") * Q_US).cast(pl.Datetime("us")).dt.replace_time_zone("UTC").alias("bucket"),
             pl.col("start_j").alias("joules")))
         del mid
         # Only what the parts need from here on (every copy of the cells counts).
-        c = c.select("gpu_id", "q", *_SUMS, "idle_s", *_MASKS).sort("gpu_id", "q")
+        c = c.select("gpu_id", "q", *_SUMS, "idle_s", *_MASKS, "_bad").sort("gpu_id", "q")
         exact = c.join_asof(runs, on="q", by="gpu_id", strategy="backward", check_sortedness=False).filter(
             pl.col("e_idx").is_not_null() & (pl.col("q") < pl.col("qb"))).drop("qb")
         if not rollup.external:
             c = c.clear()  # only a rollup without raw samples spreads the other cells from it
+        # Cells whose counter is not believed count as cut (also those either side of the window,
+        # for the jobs' mask decisions).
+        w_dirty = exact.filter(pl.col("_bad")).select("gpu_id", "q", "e_idx")
 
-        raw = dirty.filter(inner).select("gpu_id", "q")
+        raw = pl.concat([dirty.filter(inner).select("gpu_id", "q"), flagged])
         raw_jq = pl.DataFrame(schema={"job_id": pl.UInt32, "q": pl.Int64})
         decided = None
         if jobs is not None:
@@ -190,6 +210,7 @@ def run(
             # quarter belongs to several multi-card jobs at once.
             jq_dirty = pl.concat([
                 dirty_jobs.filter((pl.col("q") >= wa - 1) & (pl.col("q") <= wb)),
+                w_dirty.join(jobs, on="e_idx").select("job_id", "q"),
                 exact.select("e_idx", "q").join(multi, on="e_idx").select("job_id", "q"),
             ]).unique()
             # Deciding a quarter reads the masks of its neighbours too.
@@ -214,17 +235,20 @@ def run(
             over.append(keep.group_by("e_idx", "job_id").agg(
                 pl.col("idle_s").sum().alias("over_s"), pl.col("idle_util_s").sum().alias("over_util_s"),
                 pl.col("idle_joules").fill_null(0.0).sum().alias("over_j")))
-        _raw_windows(reader, rollup, c, raw, raw_jq, job_cards, parts, codes, raw_sums, aggs, over, undecided)
+        _raw_windows(reader, rollup, c, raw, raw_jq, job_cards, parts, codes, raw_sums, aggs, over, undecided,
+                     flagged, energy, bad)
     undecided_f = pl.concat(undecided)
     names = codes.select(pl.col("gc").alias("gpu_id"), pl.col("gpu_id").alias("name"))
     undecided_f = undecided_f.join(names, on="gpu_id").select(pl.col("name").alias("gpu_id"), "q").sort("gpu_id", "q")
-    return Quarters(aggs, over, energy, [resets], samples, outside, n_raw, n_rolled, undecided_f)
+    return Quarters(aggs, over, energy, [resets], samples, outside, n_raw, n_rolled, undecided_f, bad)
 
 
-def _raw_windows(reader, rollup, c, raw, raw_jq, job_cards, parts, codes, raw_sums, aggs, over, undecided) -> None:
+def _raw_windows(reader, rollup, c, raw, raw_jq, job_cards, parts, codes, raw_sums, aggs, over, undecided,
+                 flagged, energy, bad) -> None:
     """The raw cells in windows of quarters (about RAW_CELLS_PER_WINDOW counted cells each): a
     cell needs only its neighbours, so the windows' sums just add up, in bounded memory.
-    Appends to aggs, over and undecided."""
+    Appends to aggs, over, undecided, and for the `flagged` cells (counter not believed) to
+    energy (their samples' joules per quarter, in place of the rollup's) and bad."""
     qs = raw.get_column("q").sort()
     edges = [qs[i] for i in range(0, qs.len(), RAW_CELLS_PER_WINDOW)] + ([qs[-1] + 1] if qs.len() else [])
     for qa, qb in zip(edges, edges[1:]):
@@ -233,11 +257,17 @@ def _raw_windows(reader, rollup, c, raw, raw_jq, job_cards, parts, codes, raw_su
         if rollup.external:
             # No raw samples here: spread those cells by time and name them in the gaps.
             aggs += _prorated(clipped, c)
-            undecided.append(clipped.filter(pl.col("counted")).select("gpu_id", "q").unique())
-        elif clipped.height:
-            a2, o2 = _raw_cells(reader, use, clipped, codes, raw_sums)
+            undecided.append(pl.concat([clipped.filter(pl.col("counted")).select("gpu_id", "q"),
+                                        flagged.filter((pl.col("q") >= qa) & (pl.col("q") < qb))]).unique())
+        elif use.height:
+            a2, o2, b2, e2 = _raw_cells(reader, use, clipped, codes, raw_sums)
             aggs += a2
             over += o2
+            mine = flagged.filter((pl.col("q") >= qa) & (pl.col("q") < qb))
+            if mine.height:
+                bad += b2
+                energy += [e.join(mine, left_on=["gpu_id", (pl.col("bucket").dt.epoch("us") // Q_US)],
+                                  right_on=["gpu_id", "q"], how="semi") for e in e2]
 
 
 def _bit(i: pl.Expr) -> pl.Expr:

@@ -42,6 +42,15 @@ _COLS = ", ".join(quarters.CELL_SCHEMA)
 _FROM_SQL = ", ".join(f"c.q_us // {quarters.Q_US} AS q" if n == "q" else f"c.{n}" for n in quarters.CELL_SCHEMA)
 
 
+def _create_tables(con: duckdb.DuckDBPyConnection) -> None:
+    """The rollup's tables, with the columns a later version added to a table stored before it
+    (filled with nulls; the rule key's version keeps such rows from being read)."""
+    for name, ddl in _DDL.items():
+        con.execute(f"CREATE TABLE IF NOT EXISTS {name} ({ddl})")
+    for n, t in _SQL_TYPE.items():
+        con.execute(f"ALTER TABLE {TABLE} ADD COLUMN IF NOT EXISTS {n} {t}")
+
+
 @dataclass(frozen=True)
 class Refreshed:
     cards: int  # cards whose quarters were recomputed
@@ -80,8 +89,7 @@ def refresh(db_path: str | Path, rule: Activity, *, chunk_rows: int = CHUNK_ROWS
 def _refresh(con: duckdb.DuckDBPyConnection, rule: Activity, chunk_rows: int) -> Refreshed:
     from . import store
 
-    for name, ddl in _DDL.items():
-        con.execute(f"CREATE TABLE IF NOT EXISTS {name} ({ddl})")
+    _create_tables(con)
     key = quarters.rule_key(rule)
     now = _ingests(con)
     full = store._meta(con, "rollup_rule") != key or store._meta(con, "rollup_ingests") is None
@@ -201,8 +209,7 @@ def ingest_rollup(db_path: str | Path, folder: str | Path) -> int:
     try:
         con.execute("BEGIN TRANSACTION")
         try:
-            for name, ddl in _DDL.items():
-                con.execute(f"CREATE TABLE IF NOT EXISTS {name} ({ddl})")
+            _create_tables(con)
             if store._meta(con, "rollup_rule") not in (None, key):
                 con.execute(f"DELETE FROM {TABLE}")
                 con.execute(f"DELETE FROM {RESETS}")
@@ -265,6 +272,7 @@ READ = pl.Schema({
     **{n: pl.Float64 for n in ("covered_s", "active_s", "idle_s", "util_s", "idle_util_s", "joules",
                                "idle_joules", "energy_s", "start_j")},
     "bmask": pl.Int16, "imask": pl.Int16, "cmin": pl.Int8, "cbusy": pl.Boolean, "cidle": pl.Boolean,
+    "peak_w": pl.Float64, "peak_ratio": pl.Float64,
 })
 _READ_SQL = {pl.UInt32: "UINTEGER", pl.Int64: "BIGINT", pl.Float64: "DOUBLE", pl.Int16: "SMALLINT", pl.Int8: "TINYINT",
              pl.Boolean: "BOOLEAN"}

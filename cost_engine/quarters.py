@@ -15,7 +15,10 @@ cause's test), and for the carried piece its start minute relative to the quarte
 -15..-1) and whether it was busy (`cbusy`) or inactive (`cidle`). `samples`, `first_us`,
 `last_us` and `start_j` describe the samples *starting* in the quarter (the sample count, the
 cards with samples in a window, the power profile). Counter resets are kept apart, one row
-each (`RESETS_SQL`).
+each (`RESETS_SQL`). `peak_w` and `peak_ratio`: the highest power a counter delta of a piece
+in the quarter implies, and its highest ratio to the larger power reading at its sample's two
+ends; the engine reads a quarter whose counter it does not believe (power_limits) from raw
+samples, since the rule for that (the card's ceiling) is the report's, not the rollup's.
 
 Input relation `telemetry_us(gpu_id, t_us, util_pct, power_w, energy_j)` as in `rollup.py`; the
 SQL uses only what DuckDB and Spark SQL share (LEAD, CASE, LEAST, POWER, BIT_OR, BOOL_OR).
@@ -58,6 +61,8 @@ CELL_SCHEMA = pl.Schema(
         "cmin": pl.Int64,
         "cbusy": pl.Boolean,
         "cidle": pl.Boolean,
+        "peak_w": pl.Float64,
+        "peak_ratio": pl.Float64,
     }
 )
 RESET_SCHEMA = pl.Schema({"gpu_id": pl.String, "t_us": pl.Int64, "end_us": pl.Int64})
@@ -72,6 +77,9 @@ smp AS (
            CASE WHEN delta_j >= 0 THEN delta_j
                 WHEN power_w IS NOT NULL THEN power_w * (CAST(end_us - t_us AS DOUBLE) / 1e6) END AS joules,
            CASE WHEN delta_j < 0 THEN 1 ELSE 0 END AS reset,
+           CASE WHEN delta_j >= 0 AND end_us > t_us THEN delta_j / (CAST(end_us - t_us AS DOUBLE) / 1e6) END AS cw,
+           CASE WHEN delta_j >= 0 AND end_us > t_us AND GREATEST(power_w, next_p) > 0
+                THEN delta_j / (CAST(end_us - t_us AS DOUBLE) / 1e6) / GREATEST(power_w, next_p) END AS cr,
            $busy AS busy,
            $idle_util AS idle_util,
            t_us - (t_us % {_Q}) AS q0,
@@ -82,11 +90,11 @@ smp AS (
 # From the samples (`smp`, as _SAMPLES defines it) to one row per card and quarter.
 CELLS_TAIL = f""",
 pieces AS (
-    SELECT gpu_id, q0 AS q_us, 1 AS first_piece, t_us, m0, util_pct, busy, idle_util, joules, reset, dt_s,
+    SELECT gpu_id, q0 AS q_us, 1 AS first_piece, t_us, m0, util_pct, busy, idle_util, joules, reset, dt_s, cw, cr,
            CAST(LEAST(end_us, q0 + {_Q}) - t_us AS DOUBLE) / 1e6 AS ov_s
     FROM smp
     UNION ALL
-    SELECT gpu_id, q0 + {_Q} AS q_us, 0 AS first_piece, t_us, m0, util_pct, busy, idle_util, joules, reset, dt_s,
+    SELECT gpu_id, q0 + {_Q} AS q_us, 0 AS first_piece, t_us, m0, util_pct, busy, idle_util, joules, reset, dt_s, cw, cr,
            CAST(end_us - (q0 + {_Q}) AS DOUBLE) / 1e6 AS ov_s
     FROM smp
     WHERE end_us > q0 + {_Q}
@@ -114,7 +122,9 @@ SELECT gpu_id,
            AS imask,
        MIN(CASE WHEN first_piece = 0 THEN moff END) AS cmin,
        COALESCE(BOOL_OR(first_piece = 0 AND busy > 0), FALSE) AS cbusy,
-       COALESCE(BOOL_OR(first_piece = 0 AND busy < 1), FALSE) AS cidle
+       COALESCE(BOOL_OR(first_piece = 0 AND busy < 1), FALSE) AS cidle,
+       MAX(cw) AS peak_w,
+       MAX(cr) AS peak_ratio
 FROM marked
 GROUP BY gpu_id, q_us
 """
@@ -133,9 +143,16 @@ def check_rule(rule: Activity) -> None:
                          "the quarter-hour rollup cannot stand for such samples")
 
 
+# The cells' version in the rule key: 2 added peak_w / peak_ratio. A rollup stored by an earlier
+# version has a key without it, so it is never read (the raw path serves until the next refresh
+# rebuilds it).
+CELLS_VERSION = 2
+
+
 def rule_key(rule: Activity) -> str:
-    """The activity rule a rollup was made for, as stored beside it."""
-    return f"{rule.mode}:{float(rule.threshold_pct)!r}:{int(round(rule.max_sample_gap_s * 1_000_000))}"
+    """The activity rule a rollup was made for, as stored beside it (with the cells' version)."""
+    return (f"{rule.mode}:{float(rule.threshold_pct)!r}:{int(round(rule.max_sample_gap_s * 1_000_000))}"
+            f":v{CELLS_VERSION}")
 
 
 def _rule_sql(sql: str, rule: Activity) -> tuple[str, dict[str, Any]]:
@@ -207,8 +224,8 @@ def cells_duckdb(frame: pl.DataFrame, rule: Activity) -> tuple[pl.DataFrame, pl.
 # --- a rollup folder: the format `ailedger rollup` writes and `ailedger ingest --rollup` reads ----
 #   cells/*.parquet    CELLS_SQL's output (gpu_id, q_us, samples, ...)
 #   resets/*.parquet   RESETS_SQL's output (gpu_id, t_us)
-#   rollup.json        {"format": 1, "quarter_s": 900, "rule": rule_key(rule)}
-FORMAT = 1
+#   rollup.json        {"format": 2, "quarter_s": 900, "rule": rule_key(rule)}
+FORMAT = 2  # 2: cells carry peak_w and peak_ratio
 
 
 def manifest(rule: Activity) -> str:
@@ -234,7 +251,7 @@ def read_manifest(folder) -> str:
 
 
 def rule_of(key: str) -> Activity:
-    mode, thr, gap_us = key.split(":")
+    mode, thr, gap_us = key.split(":")[:3]
     return Activity(mode=mode, threshold_pct=float(thr), max_sample_gap_s=int(gap_us) / 1_000_000)
 
 

@@ -64,14 +64,16 @@ INTERVALS_SQL = f"""
 WITH s AS (
     SELECT gpu_id, t_us, util_pct, power_w, energy_j,
            LEAD(t_us) OVER (PARTITION BY gpu_id ORDER BY t_us) AS next_us,
-           LEAD(energy_j) OVER (PARTITION BY gpu_id ORDER BY t_us) AS next_j
+           LEAD(energy_j) OVER (PARTITION BY gpu_id ORDER BY t_us) AS next_j,
+           LEAD(power_w) OVER (PARTITION BY gpu_id ORDER BY t_us) AS next_p
     FROM telemetry_us
 ),
 iv AS (
     SELECT gpu_id, t_us, util_pct, power_w, energy_j,
            CASE WHEN next_us IS NOT NULL AND next_us <= t_us + {_GAP} THEN next_us
                 ELSE t_us + {_GAP} END AS end_us,
-           CASE WHEN next_us IS NOT NULL AND next_us <= t_us + {_GAP} THEN next_j - energy_j END AS delta_j
+           CASE WHEN next_us IS NOT NULL AND next_us <= t_us + {_GAP} THEN next_j - energy_j END AS delta_j,
+           CASE WHEN next_us IS NOT NULL AND next_us <= t_us + {_GAP} THEN next_p END AS next_p
     FROM s
 )"""
 

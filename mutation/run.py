@@ -50,7 +50,7 @@ BEGIN, END = "<!-- mutation:begin (written by mutation/run.py report) -->", "<!-
 
 # The formula modules, in the order a partial run should reach them.
 MODULES = ["tariffs", "intervals", "ledger", "allocation", "idle", "tokens", "activity", "telemetry", "engine",
-           "report", "rollup", "quarters", "quarter_activity", "quarter_store"]
+           "report", "rollup", "quarters", "quarter_activity", "quarter_store", "power_limits"]
 
 # Fast, focused tests without a browser, a server or Spark; fastest files first so `-x` stops
 # early on a killed mutant. Files missing from an older tree (--ref) are left out.
@@ -70,6 +70,8 @@ TESTS["activity"] = ENGINE_TESTS + ["tests/test_quarter_rollup.py"]
 # engine.compute chooses the rollup path and names its undecided quarters: full10 left eight of its
 # survivors to hand mutants naming these files.
 TESTS["engine"] = ENGINE_TESTS + ["tests/test_quarter_rollup.py", "tests/test_quarter_spark.py"]
+# What an energy counter may claim (issue 38): its hand-computed cases on both paths.
+TESTS["power_limits"] = ENGINE_TESTS + ["tests/test_energy_plausible.py"]
 
 KEPT_OPERATORS = re.compile(
     r"core/(ReplaceBinaryOperator_(Add_Sub|Sub_Add|Mul_Div|Div_Mul|FloorDiv_Div|Mod_FloorDiv|Pow_Mul|BitAnd_BitOr"

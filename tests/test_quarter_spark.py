@@ -26,10 +26,12 @@ S = timedelta(seconds=1)
 
 def _bundle(start_s: int):
     # Two cards of one job, samples every minute at :20 s for 3 hours, util cycling 0/40/90 %,
-    # energy counters; the job holds both from DAY0 + start_s to 02:00.
+    # energy counters; the job holds both from DAY0 + start_s to 02:00. Power reads 400 W: the
+    # counter's growth (250 J x (2i + 1) a minute, at most 1,496 W) stays within 4 x 400 W and
+    # the 2,000 W ceiling of an unknown accelerator, so it is believed (power_limits).
     tele = []
     for c, shift in (("g0", 0), ("g1", 1)):
-        tele += samples(c, 20, [60] * 179, lambda i, t, k=shift: (0.0, 40.0, 90.0)[(i + k) % 3],
+        tele += samples(c, 20, [60] * 179, lambda i, t, k=shift: (0.0, 40.0, 90.0)[(i + k) % 3], power=400.0,
                         energy=lambda i, t: 250.0 * i * i)
     allocs = [{"allocation_id": f"a{i}", "gpu_id": f"g{i}", "owner": "A", "job_id": "j1",
                "start": DAY0 + start_s * S, "end": DAY0 + 7200 * S} for i in range(2)]
@@ -246,7 +248,7 @@ def test_a_rollup_without_raw_samples_lists_five_of_the_quarters_it_could_not_de
     listed; the gap cannot be written."""
     tele = []
     for c, shift in (("g0", 0), ("g1", 1), ("g2", 2)):
-        tele += samples(c, 20, [60] * 179, lambda i, t, k=shift: (0.0, 40.0, 90.0)[(i + k) % 3],
+        tele += samples(c, 20, [60] * 179, lambda i, t, k=shift: (0.0, 40.0, 90.0)[(i + k) % 3], power=400.0,
                         energy=lambda i, t: 250.0 * i * i)
     inv = [*INV, {"gpu_id": "g2", "pool": "p", "node": "n0"}]
     allocs = [{"allocation_id": f"a{i}", "gpu_id": f"g{i}", "owner": "A", "job_id": "j1",

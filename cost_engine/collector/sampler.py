@@ -207,7 +207,8 @@ class Sampler:
         for c in self.cards:
             for unit in (c.instances or [c]):
                 rows.append({"gpu_id": unit.gpu_id, "pool": self.pool, "node": self.node,
-                             "accelerator": unit.name, "capacity": unit.capacity, "index": unit.index})
+                             "accelerator": unit.name, "capacity": unit.capacity, "index": unit.index,
+                             "parent_gpu_id": unit.parent.gpu_id if unit.parent is not None else None})
         return rows
 
     # ---------------------------------------------------------------- sampling

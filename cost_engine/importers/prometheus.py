@@ -29,7 +29,11 @@ DCGM metrics (values arrive as strings; "NaN" and infinities are missing values,
 Cards: gpu_id = the `UUID` (or `uuid`) label; without one `<Hostname>:gpu<gpu>`. A MIG
 instance (labels GPU_I_ID / GPU_I_PROFILE) is its own card: a `MIG_UUID` label when the
 exporter has one, else `<UUID>/<GPU_I_ID>`; its capacity is the profile's slices over the
-card's (`3g.40gb` -> 3/7; an A30 has 4 slices).
+card's (`3g.40gb` -> 3/7; an A30 has 4 slices), and its inventory row names the physical card in
+`parent_gpu_id` (the UUID, or `<Hostname>:gpu<gpu>`). DCGM reports the device's power and energy
+counter on every instance of a MIG-enabled card (the whole card's readings, the same on each):
+they are not taken for an instance, which would count the card's energy once per instance;
+the instances' energy is unknown (NVML has no per-instance power) and a note says so.
 
 Who holds a card (`promseries.workload`): `exported_pod`/`exported_namespace` per series when
 present (Prometheus renamed the workload's labels), else plain `pod`/`namespace` unless they
@@ -85,6 +89,8 @@ TELEMETRY_METRICS = {
     ENERGY: ("energy_j", lambda x: x / 1000.0),
     FB_USED: ("mem_used_mib", lambda x: x),
 }
+# Device-level readings DCGM repeats on each MIG instance of a card (the whole card's).
+DEVICE_ONLY = (POWER, ENERGY)
 # Cumulative counters: a reading below zero is impossible, left missing and reported.
 COUNTERS = {ENERGY, *FAULT_COUNTERS}
 KNOWN = set(TELEMETRY_METRICS) | {XID, *CLOCKS, *FAULT_COUNTERS, *FAULT_STATES}
@@ -118,6 +124,7 @@ class _Card:
     model: str | None
     index: str | None
     capacity: float | None
+    parent: str | None = None  # the physical card of a MIG instance
 
 
 def card_of(s: Series) -> _Card | None:
@@ -132,7 +139,8 @@ def card_of(s: Series) -> _Card | None:
         return None
     if gi is not None:
         gpu_id = s.label("MIG_UUID", "mig_uuid") or f"{base}/{gi}"
-        return _Card(gpu_id, host, model, f"{gpu}/{gi}" if gpu is not None else None, mig_capacity(profile, model))
+        return _Card(gpu_id, host, model, f"{gpu}/{gi}" if gpu is not None else None, mig_capacity(profile, model),
+                     base)
     return _Card(base, host, model, gpu, 1.0)
 
 
@@ -173,6 +181,8 @@ class PrometheusImporter:
         held_cards: set[str] = set()
         unknown: dict[tuple[str, str], list[int]] = defaultdict(list)
         event_series: list[tuple[Series, _Card]] = []
+        # MIG instances whose series carried the device's power or energy (not taken: see above).
+        device_on_mig: set[str] = set()
 
         for s in series:
             name = s.name
@@ -208,7 +218,9 @@ class PrometheusImporter:
                 pods[key].update(t for t, _ in s.samples)
                 pod_origin.setdefault(key, (s.file, s.row))
                 held_cards.add(card.gpu_id)
-            if name in TELEMETRY_METRICS:
+            if name in DEVICE_ONLY and card.parent is not None:
+                device_on_mig.add(card.gpu_id)
+            elif name in TELEMETRY_METRICS:
                 fld, convert = TELEMETRY_METRICS[name]
                 for t, v in s.samples:
                     x = sample_value(v)
@@ -221,6 +233,10 @@ class PrometheusImporter:
             parsed.skip(file, rows[0], f"metric {name} is not mapped ({len(rows)} series)")
 
         self._telemetry(parsed, tele, origin)
+        if device_on_mig:
+            parsed.note("MIG instance power", f"{len(device_on_mig)} MIG instances carry their card's device power or "
+                        "energy counter (the whole card's, on each instance): not imported for them, their energy is "
+                        "unknown (NVML has no per-instance power)")
         owner_missing: set[tuple[str, str]] = set()
         self._allocations(parsed, pods, pod_origin, step, view, options, owner_missing)
         node_cards: dict[str, list[str]] = defaultdict(list)
@@ -243,21 +259,21 @@ class PrometheusImporter:
 
     def _inventory(self, parsed: Parsed, cards: dict, made: dict, view, options: ImportOptions,
                    origin: dict) -> None:
-        rows = [(c.gpu_id, c.node, c.model, c.capacity, c.index, origin[c.gpu_id]) for c in cards.values()]
+        rows = [(c.gpu_id, c.node, c.model, c.capacity, c.index, c.parent, origin[c.gpu_id]) for c in cards.values()]
         for node, gpus in made.items():
             where = view.capacity_origin[node]
-            rows += [(g, node, None, 1.0, str(i), where) for i, g in enumerate(gpus)]
+            rows += [(g, node, None, 1.0, str(i), None, where) for i, g in enumerate(gpus)]
         if not rows:
             return
         without = 0
-        for gpu, node, model, capacity, index, (f, r) in sorted(rows, key=lambda r: r[0]):
+        for gpu, node, model, capacity, index, parent, (f, r) in sorted(rows, key=lambda r: r[0]):
             pool = view.pool(node, options)
             if pool is None:
                 without += 1
                 continue
             accel = model or view.node_labels.get(node or "", {}).get(PRODUCT_LABEL)
             parsed.add("inventory", f, r, gpu_id=gpu, pool=pool, node=node, accelerator=accel,
-                       capacity=capacity, index=index)
+                       capacity=capacity, index=index, parent_gpu_id=parent)
         if without:
             parsed.note("inventory not written", f"{without} of {len(rows)} cards seen have no pool; give --pool "
                         "(or --pool-label, a node label) to write them as inventory (with MIG capacities)")
