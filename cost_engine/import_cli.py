@@ -314,15 +314,26 @@ def focus(source: str, out: str, version: str, region: str | None, region_name: 
         _fail("--out must end in .csv or .parquet")
     if region_name and not region:
         _fail("--region-name needs --region")
+    import polars as pl
+
+    from .close_cli import export_versioned
+
+    location = Location(region_id=region, region_name=region_name, availability_zone=availability_zone)
+
+    def write(comp, data_version, corrections):
+        return comp, corrections, write_focus(comp, out, version=version, location=location,
+                                              data_version=data_version, extra=corrections)
+
     try:
-        comp = api.run(source, config)
+        comp, corrections, frame = export_versioned(source, config, write)
     except (ConfigError, BundleError, FileNotFoundError, ValueError) as exc:
         _fail(str(exc))
         return
-    location = Location(region_id=region, region_name=region_name, availability_zone=availability_zone)
-    frame = write_focus(comp, out, version=version, location=location)
     rec = reconciliation(comp)
-    total = float(frame["BilledCost"].sum())
+    total = float(frame.filter(pl.col("ChargeClass").fill_null("") != "Correction")["BilledCost"].sum())
+    if corrections.height:  # late changes of closed periods, posted here (docs/close.md)
+        click.echo(f"corrections: {corrections.height:,} rows (ChargeClass Correction), "
+                   f"{float(corrections['BilledCost'].sum()):+,.2f} {comp.period.currency}")
     click.echo(f"wrote {out}: FOCUS {version}, {frame.height:,} rows, BilledCost {total:,.2f} "
                f"{comp.period.currency} (input cost {rec['input_cost']:,.2f})")
     for p in check(frame, version):
