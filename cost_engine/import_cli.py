@@ -188,8 +188,12 @@ def import_cmd(fmt: str, files: tuple[str, ...], into: str | None, db: str | Non
         for w in writes:
             click.echo(f"wrote {w.file}: {w.added:,} added, {w.unchanged:,} unchanged, {w.replaced:,} replaced")
     else:
+        from . import audit, close_cli
+
+        hook = close_cli.hook_for(None, no_late=False)
         try:
-            res = store.ingest(db, result.bundle(), replace=replace, source=f"import {fmt} " + " ".join(files))
+            res = store.ingest(db, result.bundle(), replace=replace, source=f"import {fmt} " + " ".join(files),
+                               files=audit.file_hashes(files), before_commit=hook)
         except store.StoreConflict as exc:
             _fail(f"{exc} (nothing was written; use --replace to overwrite)")
             return
@@ -198,6 +202,8 @@ def import_cmd(fmt: str, files: tuple[str, ...], into: str | None, db: str | Non
             return
         click.echo(f"ingest {res.ingest_id}: {res.total_inserted:,} inserted, {res.total_unchanged:,} unchanged, "
                    f"{res.total_replaced:,} replaced")
+        for line in close_cli.late_lines(db, hook):  # closed periods this import changed, and by how much
+            click.echo(line)
     if result.unmapped.height:
         click.echo(f"partial import: {result.rows():,} rows imported, {result.unmapped.height:,} input records "
                    "could not be mapped (listed above)")

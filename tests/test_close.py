@@ -251,3 +251,68 @@ def test_kill_9_during_close_leaves_the_period_open(tmp_path) -> None:
     assert [(r["tenant"], r["cost"]) for r in rep["by_tenant"]] == [("A", 744.0), ("B", 372.0)]
     assert invoke("close", str(db), "2026-10", "--accept-gaps").exit_code == 0
     assert [c.period for c in close.closed_periods(db)] == ["2026-10"]
+
+
+def test_an_import_into_a_closed_month_is_recorded_with_its_file(ledger, tmp_path) -> None:
+    """`import slurm --db` of the sacct fixture (jobs of 2026-10-01) touches the closed October:
+    the import says so, the trail holds the file's sha256, and October's figures stay as sent
+    (A $744, B $372)."""
+    db = tmp_path / "copy.duckdb"
+    shutil.copy(ledger["db"], db)
+    sacct = Path(__file__).parent / "fixtures" / "importers" / "sacct.txt"
+    cfg = tmp_path / "utc.toml"
+    cfg.write_text(OCT + 'source_timezone = "UTC"\n')
+    res = invoke("import", "slurm", str(sacct), "--db", str(db), "--config", str(cfg))
+    assert res.exit_code == 0, res.output
+    assert "closed period 2026-10 touched:" in res.output
+    last = audit.trail(db)[-1]
+    assert last["data_version"] == 4 and last["source"].startswith("import slurm")
+    assert last["files"] == [{"path": str(sacct), "sha256": hashlib.sha256(sacct.read_bytes()).hexdigest(),
+                              "bytes": sacct.stat().st_size}]
+    rep = json.loads(invoke("report", str(db), "--period", "2026-10", "--json").output)
+    assert [(r["tenant"], r["cost"]) for r in rep["by_tenant"]] == [("A", 744.0), ("B", 372.0)]
+    assert rep["after_close"][-1]["data_version"] == 4
+
+
+def test_a_report_never_reads_new_data_under_the_old_config(tmp_path) -> None:
+    """An ingest commits its data with its config (EUR) before it rewrites the .toml beside the
+    store (still USD, a config the store recorded): a report in between runs under EUR. A
+    config never recorded (a hand edit to GBP) is the user's: it is used."""
+    from cost_engine.contract import make_frame
+    from cost_engine.bundle import Bundle
+
+    db = tmp_path / "ledger.duckdb"
+    assert invoke("ingest", str(_base(tmp_path)), "--db", str(db)).exit_code == 0
+    eur = OCT.replace("\n", '\ncurrency = "EUR"\n', 1)
+    late = Bundle.from_frames({"owners": make_frame("owners", [{"tenant": "C", "project": "C1"}])})
+    store.ingest(db, late, before_commit=close.LateHook(config_text=eur))  # the .toml is not written yet
+    assert json.loads(invoke("report", str(db), "--json").output)["period"]["currency"] == "EUR"
+    db.with_suffix(".toml").write_text(OCT.replace("\n", '\ncurrency = "GBP"\n', 1))
+    assert json.loads(invoke("report", str(db), "--json").output)["period"]["currency"] == "GBP"
+
+
+def test_a_report_computes_again_when_an_ingest_commits_meanwhile(tmp_path, monkeypatch) -> None:
+    """An ingest of a $100 October invoice commits while the first computation runs: the report
+    is computed again at version 2, input cost 1,488 + 100 = $1,588, never a mix."""
+    from cost_engine import api
+    from cost_engine.bundle import Bundle
+    from cost_engine.contract import make_frame
+
+    db = tmp_path / "ledger.duckdb"
+    assert invoke("ingest", str(_base(tmp_path)), "--db", str(db)).exit_code == 0
+    real = api.run
+    calls = []
+
+    def racing(*args, **kwargs):
+        comp = real(*args, **kwargs)
+        if not calls:
+            store.ingest(db, Bundle.from_frames({"costs": make_frame("costs", [
+                {"cost_id": "c9", "category": "depreciation", "amount": 100.0,
+                 "start": "2026-10-01T00:00:00Z", "end": "2026-11-01T00:00:00Z"}])}))
+        calls.append(1)
+        return comp
+
+    monkeypatch.setattr(close.api, "run", racing)
+    rep = close.report_doc(db)
+    assert len(calls) == 2 and rep["data_version"] == 2
+    assert rep["reconciliation"]["input_cost"] == pytest.approx(1588.0)
