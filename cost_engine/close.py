@@ -534,3 +534,23 @@ def focus_corrections(rep: dict, billing_account: str = "gpu-fleet") -> Any:
         })
     schema = {"BillingPeriodStart": ts, "BillingPeriodEnd": ts, "ChargePeriodStart": ts, "ChargePeriodEnd": ts}
     return pl.DataFrame(rows, schema_overrides=schema, infer_schema_length=None) if rows else pl.DataFrame()
+
+
+def closes_table(db_path: str | Path) -> Any:
+    """The Data page's list: every close (reopened ones too) with its late changes: how many,
+    their amount in all, and the data versions that brought them."""
+    import polars as pl
+
+    p = Path(db_path)
+    live = {c.period: c for c in closed_periods(p)}
+    rows = []
+    for h in history(p):
+        c = live.get(h["period"]) if h["reopened_at"] is None else None
+        late = effects(p, c) if c is not None else []
+        rows.append({"period": h["period"], "state": "reopened" if h["reopened_at"] else "closed",
+                     "data_version": h["data_version"], "closed_at": h["closed_at"], "closed_by": h["user"],
+                     "gaps_accepted": h["accept_gaps"], "late_changes": len(late),
+                     "late_amount": _cents(sum(e["amount"] for e in late)),
+                     "late_versions": ", ".join(str(e["data_version"]) for e in late),
+                     "reopened_at": h["reopened_at"], "reopened_by": h["reopened_by"], "why": h["why"]})
+    return pl.DataFrame(rows, infer_schema_length=None) if rows else pl.DataFrame()

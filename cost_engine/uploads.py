@@ -239,7 +239,8 @@ def save_aliases(source: str | Path, edited: pl.DataFrame, current: pl.DataFrame
         cur = cur.select("source", "key", "project")
         changed = new.join(cur, on=["source", "key", "project"], how="anti")
         if changed.height:
-            store.ingest(p, Bundle.from_frames({"aliases": changed}), replace=True, source="dashboard: aliases")
+            store.ingest(p, Bundle.from_frames({"aliases": changed}), replace=True, source="dashboard: aliases",
+                         user=principal.user)
         return AliasSave(written=changed.height, target=str(p))
     return _rewrite_table(p, "aliases", new.sort("source", "key"))
 
@@ -385,7 +386,12 @@ def import_upload(
         raise UploadError(f"nothing imported; most common reason: {why}")
     if store_path is not None:
         try:
-            store.ingest(store_path, result.bundle())
+            from . import audit, close
+
+            # The dashboard principal is the ingest's user; the uploaded files' hashes go in the trail,
+            # and a change to a closed period is recorded as late data (docs/close.md).
+            store.ingest(store_path, result.bundle(), source=f"dashboard: import {fmt}", user=principal.user,
+                         files=audit.file_hashes(paths), before_commit=close.LateHook())
         except store.StoreConflict as exc:
             raise UploadError(f"{exc} (nothing was written)") from None
         return Imported(result=result, target=Path(store_path), into_store=True)

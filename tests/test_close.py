@@ -316,3 +316,21 @@ def test_a_report_computes_again_when_an_ingest_commits_meanwhile(tmp_path, monk
     rep = close.report_doc(db)
     assert len(calls) == 2 and rep["data_version"] == 2
     assert rep["reconciliation"]["input_cost"] == pytest.approx(1588.0)
+
+
+def test_the_data_page_lists_closed_periods_and_late_changes(ledger, tmp_path, monkeypatch) -> None:
+    """The Data page of the store: October closed at version 1, two late changes (versions 2 and
+    3) of +744 + 0 = +744 in all."""
+    from tests.test_app_pages import open_page
+
+    db = tmp_path / "copy.duckdb"
+    shutil.copy(ledger["db"], db)
+    shutil.copy(ledger["db"].with_suffix(".toml"), db.with_suffix(".toml"))
+    monkeypatch.setenv("AILEDGER_SOURCE", str(db))
+    at = open_page("data")
+    assert any(s.value == "Closed periods" for s in at.subheader)
+    frame = next(d.value for d in at.dataframe if "late_amount" in d.value.columns
+                 or "Late amount" in " ".join(map(str, d.value.columns)))
+    row = frame.iloc[0].to_dict()
+    values = list(row.values())
+    assert "2026-10" in values and 744.0 in values and "2, 3" in values
