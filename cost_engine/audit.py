@@ -139,3 +139,13 @@ def _copy(con: duckdb.DuckDBPyConnection, v: int) -> None:
                     "WHERE _ingest_id <= $v AND _valid_to > $v")
         con.execute(f"CREATE TABLE {q(t)} AS {sql}", {"v": v})
     con.execute("COMMIT")
+
+
+def version_label(token: str) -> str:
+    """What an export says its data version is: a store's data version (the ingest id inside
+    store.data_version's `store_id:last ingest id:count`), else the first 8 characters of a
+    folder's stamp."""
+    parts = token.split(":")
+    if len(parts) == 3 and parts[1].isdigit():
+        return f"v{parts[1]}"
+    return token[:8]

@@ -239,8 +239,11 @@ def save_aliases(source: str | Path, edited: pl.DataFrame, current: pl.DataFrame
         cur = cur.select("source", "key", "project")
         changed = new.join(cur, on=["source", "key", "project"], how="anti")
         if changed.height:
+            from . import close
+
+            # Aliases move money between owners: a closed period they touch gets a late change.
             store.ingest(p, Bundle.from_frames({"aliases": changed}), replace=True, source="dashboard: aliases",
-                         user=principal.user)
+                         user=principal.user, before_commit=close.LateHook())
         return AliasSave(written=changed.height, target=str(p))
     return _rewrite_table(p, "aliases", new.sort("source", "key"))
 

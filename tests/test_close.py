@@ -334,3 +334,11 @@ def test_the_data_page_lists_closed_periods_and_late_changes(ledger, tmp_path, m
     row = frame.iloc[0].to_dict()
     values = list(row.values())
     assert "2026-10" in values and 744.0 in values and "2, 3" in values
+
+
+def test_a_diff_chart_names_its_data_version(ledger, tmp_path) -> None:
+    """The diff waterfall written from the store says `data version 3` in its title."""
+    out = tmp_path / "w.html"
+    res = invoke("diff", str(ledger["db"]), "--base", "2026-10", "--period", "2026-11", "--chart", str(out))
+    assert res.exit_code == 0, res.output
+    assert "data version 3" in out.read_text(encoding="utf-8")
