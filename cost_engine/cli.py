@@ -139,7 +139,8 @@ def render_summary(rep: dict, top: int = 5) -> str:
 @click.option("--replace", is_flag=True, help="Let records with a known id and new content replace the stored ones.")
 @click.option("--rollup", "rollup_dir", type=click.Path(exists=True, file_okay=False),
               help="A rollup folder made by `ailedger rollup` (e.g. on Spark) to store with the bundle.")
-@click.option("--no-late", is_flag=True, help="Refuse the ingest if it changes a closed period (docs/close.md).")
+@click.option("--no-late", is_flag=True,
+              help="Refuse the ingest if it changes a closed period (or set [close] late = \"refuse\"; docs/close.md).")
 def ingest(bundle: str, db: str, config: str | None, replace: bool, rollup_dir: str | None, no_late: bool) -> None:
     """Load a bundle folder into a DuckDB store (one transaction, idempotent).
 
@@ -162,7 +163,7 @@ def ingest(bundle: str, db: str, config: str | None, replace: bool, rollup_dir: 
             bar.update(done - seen.get(table, 0))
             seen[table] = done
 
-        hook = close_cli.hook_for(api.find_config(bundle, config), no_late)
+        hook = close_cli.hook_for(api.find_config(bundle, config), no_late, db, cfg)
         try:
             result = store.ingest(db, b, replace=replace, progress=progress, source=bundle,
                                   rollup=None if rollup_dir else cfg.activity,

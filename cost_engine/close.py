@@ -357,6 +357,20 @@ class LateHook:
             con.execute("INSERT INTO late_ingests VALUES (?, ?, ?)", [result.ingest_id, c.id, iso(post_at)])
 
 
+def refuses_late(db_path: str | Path | None, cfg: Config | None = None) -> bool:
+    """Whether late data is refused by a config rule: `[close] late = "refuse"` in `cfg` (the
+    ingest's) or in the config beside the store."""
+    if cfg is not None and cfg.close.late == "refuse":
+        return True
+    beside = Path(db_path).with_suffix(".toml") if db_path is not None else None
+    if beside is None or not beside.is_file():
+        return False
+    try:
+        return load_config(beside).close.late == "refuse"
+    except ConfigError:  # a broken config beside the store is reported by the commands that use it
+        return False
+
+
 def _touches(con: duckdb.DuckDBPyConnection, ingest_id: int, c: Closed) -> bool:
     """Whether ingest `ingest_id` wrote or replaced a row whose span overlaps the closed period."""
     q = store.quote

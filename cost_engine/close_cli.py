@@ -57,10 +57,12 @@ def summary_lines(rep: dict) -> list[str]:
     return lines
 
 
-def hook_for(config_src: Path | None, no_late: bool) -> close.LateHook:
-    """The before-commit hook of an ingest: records its config, refuses or marks late data."""
+def hook_for(config_src: Path | None, no_late: bool, db: str | Path | None = None, cfg=None) -> close.LateHook:
+    """The before-commit hook of an ingest: records its config (`config_src`), refuses or marks
+    late data. Refused with --no-late, or when `[close] late = "refuse"` in the ingest's config
+    (`cfg`) or in the one beside the store `db`."""
     text = config_src.read_text(encoding="utf-8") if config_src is not None and config_src.is_file() else None
-    return close.LateHook(config_text=text, no_late=no_late)
+    return close.LateHook(config_text=text, no_late=no_late or close.refuses_late(db, cfg))
 
 
 def late_lines(db: str | Path, hook: close.LateHook) -> list[str]:

@@ -190,7 +190,7 @@ def import_cmd(fmt: str, files: tuple[str, ...], into: str | None, db: str | Non
     else:
         from . import audit, close_cli
 
-        hook = close_cli.hook_for(None, no_late=False)
+        hook = close_cli.hook_for(None, no_late=False, db=db, cfg=cfg)
         try:
             res = store.ingest(db, result.bundle(), replace=replace, source=f"import {fmt} " + " ".join(files),
                                files=audit.file_hashes(files), before_commit=hook)

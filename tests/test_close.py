@@ -342,3 +342,14 @@ def test_a_diff_chart_names_its_data_version(ledger, tmp_path) -> None:
     res = invoke("diff", str(ledger["db"]), "--base", "2026-10", "--period", "2026-11", "--chart", str(out))
     assert res.exit_code == 0, res.output
     assert "data version 3" in out.read_text(encoding="utf-8")
+
+
+def test_a_config_rule_refuses_late_data(ledger, tmp_path) -> None:
+    """`[close] late = "refuse"` beside the store refuses the $100 October invoice like --no-late
+    (still version 3)."""
+    db = tmp_path / "copy.duckdb"
+    shutil.copy(ledger["db"], db)
+    db.with_suffix(".toml").write_text(OCT + '\n[close]\nlate = "refuse"\n')
+    res = invoke("ingest", str(_late(tmp_path, "more", "c4", 100)), "--db", str(db))
+    assert res.exit_code == 2 and "closed period(s) 2026-10" in res.output
+    assert audit.current_version(db) == 3
