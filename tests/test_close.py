@@ -353,3 +353,24 @@ def test_a_config_rule_refuses_late_data(ledger, tmp_path) -> None:
     res = invoke("ingest", str(_late(tmp_path, "more", "c4", 100)), "--db", str(db))
     assert res.exit_code == 2 and "closed period(s) 2026-10" in res.output
     assert audit.current_version(db) == 3
+
+
+def test_a_late_effect_not_yet_stored_is_computed_from_the_versions(ledger, tmp_path) -> None:
+    """An ingest killed after its commit, before post_effects stored its effect: the report
+    computes it. A $1,488 October invoice adds $1 a card-hour at version 4: A +744, B +720,
+    idle +24 (1488 - 744 - 720 hours), +1,488 in all."""
+    from cost_engine.bundle import Bundle
+    from cost_engine.contract import make_frame
+
+    db = tmp_path / "copy.duckdb"
+    shutil.copy(ledger["db"], db)
+    shutil.copy(ledger["db"].with_suffix(".toml"), db.with_suffix(".toml"))
+    hook = close.LateHook()
+    store.ingest(db, Bundle.from_frames({"costs": make_frame("costs", [
+        {"cost_id": "c4", "category": "depreciation", "amount": 1488.0,
+         "start": "2026-10-01T00:00:00Z", "end": "2026-11-01T00:00:00Z"}])}), before_commit=hook)
+    assert [c.period for c in hook.touched] == ["2026-10"]  # recorded in the ingest; post_effects never ran
+    rep = json.loads(invoke("report", str(db), "--period", "2026-10", "--json").output)
+    last = rep["after_close"][-1]
+    assert (last["data_version"], last["amount"]) == (4, 1488.0)
+    assert owners(last["owners"]) == {"A": 744.0, "B": 720.0, "(idle)": 24.0}
