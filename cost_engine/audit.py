@@ -92,20 +92,20 @@ def snapshot(db_path: str | Path, version: int) -> Iterator[Path]:
     ingests up to V. The quarter-hour rollup is not copied, so reports read raw samples.
     """
     src = Path(db_path)
-    with store.connect(src) as con:  # checks it is a readable store
-        last = version_in(con)
-    if version < 1 or version > last:
-        raise ValueError(f"{src}: data version {version} does not exist (the store has versions 1 to {last})")
-    folder = Path(tempfile.mkdtemp(prefix=".ailedger-asof-", dir=None))
+    folder = Path(tempfile.mkdtemp(prefix=".ailedger-asof-"))
     target = folder / "as-of.duckdb"
     try:
-        con = store.session(duckdb.connect(str(target)))
-        try:
-            con.execute(f"ATTACH {_sql_string(src)} AS src (READ_ONLY)")
-            _copy(con, version)
-            con.execute("DETACH src")
-        finally:
-            con.close()
+        # One read-only connection to the store (it waits for a writer, and sees one committed
+        # state); the snapshot file is attached to it for writing.
+        with store.connect(src) as con:
+            last = version_in(con)
+            if version < 1 or version > last:
+                raise ValueError(f"{src}: data version {version} does not exist (the store has versions 1 to {last})")
+            con.execute(f"ATTACH {_sql_string(target)} AS snap (READ_WRITE)")
+            try:
+                _copy(con, version)
+            finally:
+                con.execute("DETACH snap")
         yield target
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -116,29 +116,27 @@ def _sql_string(path: Path) -> str:
 
 
 def _src_tables(con: duckdb.DuckDBPyConnection) -> set[str]:
-    rows = con.execute("SELECT table_name FROM duckdb_tables() WHERE database_name = 'src'").fetchall()
+    rows = con.execute("SELECT table_name FROM duckdb_tables() WHERE database_name = current_database()").fetchall()
     return {r[0] for r in rows}
 
 
 def _copy(con: duckdb.DuckDBPyConnection, v: int) -> None:
     have = _src_tables(con)
     q = store.quote
-    con.execute("BEGIN TRANSACTION")
-    con.execute("CREATE TABLE meta AS SELECT * FROM src.meta WHERE key NOT LIKE 'rollup_%'")
-    con.execute("CREATE TABLE ingests AS SELECT * FROM src.ingests WHERE id <= ?", [v])
+    con.execute("CREATE TABLE snap.meta AS SELECT * FROM meta WHERE key NOT LIKE 'rollup_%'")
+    con.execute("CREATE TABLE snap.ingests AS SELECT * FROM ingests WHERE id <= ?", [v])
     for name in ("rejected", "notes", "present_tables", "configs"):
         if name in have:
-            con.execute(f"CREATE TABLE {q(name)} AS SELECT * FROM src.{q(name)} WHERE ingest_id <= ?", [v])
+            con.execute(f"CREATE TABLE snap.{q(name)} AS SELECT * FROM {q(name)} WHERE ingest_id <= ?", [v])
     for t in TABLE_NAMES:
         if t not in have:
             continue
-        sql = f"SELECT * FROM src.{q(t)} WHERE _ingest_id <= $v"
+        sql = f"SELECT * FROM {q(t)} WHERE _ingest_id <= $v"
         old = store.SUPERSEDED + t
         if old in have:
-            sql += (f" UNION ALL BY NAME SELECT * EXCLUDE (_valid_to) FROM src.{q(old)} "
+            sql += (f" UNION ALL BY NAME SELECT * EXCLUDE (_valid_to) FROM {q(old)} "
                     "WHERE _ingest_id <= $v AND _valid_to > $v")
-        con.execute(f"CREATE TABLE {q(t)} AS {sql}", {"v": v})
-    con.execute("COMMIT")
+        con.execute(f"CREATE TABLE snap.{q(t)} AS {sql}", {"v": v})
 
 
 def version_label(token: str) -> str:

@@ -187,6 +187,7 @@ def test_the_audit_trail_lists_every_ingest_with_file_hashes(ledger) -> None:
     assert [(a, e.isoformat(), f, t) for a, e, f, t in kept] == [("b1", "2026-10-16T12:00:00+00:00", 1, 3)]
     res = invoke("audit", str(db))
     assert res.exit_code == 0 and f"sha256 {files[str(late_csv)]}" in res.output
+    assert audit.version_label(store.data_version(db)) == "v3"  # what the dashboard's exports say
 
 
 def test_no_late_refuses_a_change_to_a_closed_period(ledger, tmp_path) -> None:
