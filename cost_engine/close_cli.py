@@ -5,13 +5,14 @@ from __future__ import annotations
 import sys
 from datetime import datetime
 from pathlib import Path
+from typing import NoReturn
 
 import click
 
 from . import audit, close, jsonout
 
 
-def _fail(msg: str) -> None:
+def _fail(msg: str) -> NoReturn:
     click.echo(f"error: {msg}", err=True)
     sys.exit(2)
 
@@ -36,7 +37,6 @@ def report_doc(source: str, config: str | None, period: str | None, as_of: int |
         return close.report_doc(source, config, span=span, as_of=as_of)
     except (ConfigError, BundleError, FileNotFoundError, StoreError, ValueError) as exc:
         _fail(f"--period {period}: {exc}" if period and "give START..END" in str(exc) else str(exc))
-        raise AssertionError  # unreachable: _fail exits
 
 
 def summary_lines(rep: dict) -> list[str]:

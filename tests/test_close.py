@@ -375,3 +375,13 @@ def test_a_late_effect_not_yet_stored_is_computed_from_the_versions(ledger, tmp_
     last = rep["after_close"][-1]
     assert (last["data_version"], last["amount"]) == (4, 1488.0)
     assert owners(last["owners"]) == {"A": 744.0, "B": 720.0, "(idle)": 24.0}
+
+
+def test_a_bad_period_or_version_is_named(ledger) -> None:
+    """`--period` that is no period, and `--as-of-version` on a folder, are errors that say why."""
+    res = invoke("report", str(ledger["db"]), "--period", "October")
+    assert res.exit_code == 2 and "--period October" in res.output and "YYYY-MM" in res.output
+    res = invoke("report", str(ledger["root"] / "base"), "--as-of-version", "1")
+    assert res.exit_code == 2 and "needs a store" in res.output
+    res = invoke("close", str(ledger["db"]), "2026-10-15..2026-11-15")
+    assert res.exit_code == 2 and "overlaps the closed period 2026-10" in res.output
