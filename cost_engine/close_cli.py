@@ -158,7 +158,7 @@ def audit_cmd(db: str, as_json: bool) -> None:
                        f"{n['replaced']:>8,} replaced")
 
 
-def export_versioned(source: str, config: str | None, write):
+def export_versioned(source: str, config: str | None, write, period: str | None = None):
     """`write(comp, data_version, correction_rows)` for an export read at one data version: a
     closed period's at the version it was closed at (the figures sent), with the FOCUS rows of
     the corrections posted in the period. Returns what `write` returns."""
@@ -166,7 +166,7 @@ def export_versioned(source: str, config: str | None, write):
 
     from . import api
 
-    comp, version = close.pinned_run(source, config)
+    comp, version = close.pinned_run(source, config, parse_period(source, config, period) if period else None)
     if version is None:
         return write(comp, None, pl.DataFrame())
     p = Path(source)

@@ -307,8 +307,11 @@ def export() -> None:
 @click.option("--availability-zone", default=None, help="AvailabilityZone of the fleet's cards (default: null).")
 @click.option("--config", "config", type=click.Path(exists=True, dir_okay=False),
               help="TOML config (default: ailedger.toml in the bundle / beside the store).")
+@click.option("--period", "period", metavar="PERIOD",
+              help="The period (2026-10, or START..END as diff takes it) instead of the config's; a closed one "
+                   "is exported as it was sent, with the corrections posted in it (docs/close.md).")
 def focus(source: str, out: str, version: str, region: str | None, region_name: str | None,
-          availability_zone: str | None, config: str | None) -> None:
+          availability_zone: str | None, config: str | None, period: str | None) -> None:
     """Write the allocated costs of a bundle or store as a FOCUS 1.2 or 1.3 dataset."""
     from . import api
     from .bundle import BundleError
@@ -331,7 +334,7 @@ def focus(source: str, out: str, version: str, region: str | None, region_name: 
                                               data_version=data_version, extra=corrections)
 
     try:
-        comp, corrections, frame = export_versioned(source, config, write)
+        comp, corrections, frame = export_versioned(source, config, write, period)
     except (ConfigError, BundleError, FileNotFoundError, ValueError) as exc:
         _fail(str(exc))
         return

@@ -137,6 +137,9 @@ def test_november_carries_the_corrections_and_focus_rows_sum_to_them(ledger, tmp
     out = tmp_path / "nov.csv"
     res = invoke("export", "focus", str(db), "--out", str(out), "--config", str(cfg))
     assert res.exit_code == 0, res.output
+    same = tmp_path / "nov-by-period.csv"
+    assert invoke("export", "focus", str(db), "--out", str(same), "--period", "2026-11").exit_code == 0
+    assert same.read_bytes() == out.read_bytes()
     frame = pl.read_csv(out, try_parse_dates=True)
     fix = frame.filter(pl.col("ChargeClass") == "Correction")
     sums = fix.group_by("SubAccountId").agg(pl.col("BilledCost").sum()).sort("SubAccountId").rows()
