@@ -92,15 +92,22 @@ def _compute(source: str, config: str | None):
 @click.option("--config", "config", type=click.Path(exists=True, dir_okay=False), help="TOML config (default: ailedger.toml in the bundle, or the .toml beside the store).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report object of the data contract.")
 @click.option("--top", default=5, show_default=True, help="Rows per ranking in the summary.")
-def report(source: str, config: str | None, as_json: bool, top: int) -> None:
+@click.option("--period", "period", metavar="PERIOD",
+              help="The period (2026-10, or START..END as diff takes it) instead of the config's; a closed one "
+                   "gives its closed figures.")
+@click.option("--as-of-version", "as_of", type=click.IntRange(min=1), metavar="V",
+              help="A store as it was at data version V (an ingest id; see `ailedger audit`).")
+def report(source: str, config: str | None, as_json: bool, top: int, period: str | None, as_of: int | None) -> None:
     """Report on a bundle folder or an ailedger DuckDB store."""
-    from .report import build_report
+    from .close_cli import report_doc, summary_lines
 
-    rep = build_report(_compute(source, config))
+    rep = report_doc(source, config, period, as_of)
     if as_json:
         _echo_json(rep)
         return
     terminal.echo(render_summary(rep, top))
+    for line in summary_lines(rep):  # the data version, a closed period's stamp, its corrections
+        terminal.echo(line)
 
 
 def _echo_json(doc: dict) -> None:
@@ -195,12 +202,14 @@ def render_summary(rep: dict, top: int = 5) -> str:
 @click.option("--replace", is_flag=True, help="Let records with a known id and new content replace the stored ones.")
 @click.option("--rollup", "rollup_dir", type=click.Path(exists=True, file_okay=False),
               help="A rollup folder made by `ailedger rollup` (e.g. on Spark) to store with the bundle.")
-def ingest(bundle: str, db: str, config: str | None, replace: bool, rollup_dir: str | None) -> None:
+@click.option("--no-late", is_flag=True,
+              help="Refuse the ingest if it changes a closed period (or set [close] late = \"refuse\"; docs/close.md).")
+def ingest(bundle: str, db: str, config: str | None, replace: bool, rollup_dir: str | None, no_late: bool) -> None:
     """Load a bundle folder into a DuckDB store (one transaction, idempotent).
 
     The store's quarter-hour telemetry rollup is then brought up to date (in its own transaction);
     with --rollup, the given rollup folder is stored instead (a fleet whose raw samples stay elsewhere)."""
-    from . import store
+    from . import audit, close_cli, store
     from .bundle import BundleError, read_bundle
     from .config import load_config
 
@@ -217,9 +226,11 @@ def ingest(bundle: str, db: str, config: str | None, replace: bool, rollup_dir: 
             bar.update(done - seen.get(table, 0))
             seen[table] = done
 
+        hook = close_cli.hook_for(api.find_config(bundle, config), no_late, db, cfg)
         try:
-            result = store.ingest(db, b, replace=replace, progress=progress,
-                                  rollup=None if rollup_dir else cfg.activity)
+            result = store.ingest(db, b, replace=replace, progress=progress, source=bundle,
+                                  rollup=None if rollup_dir else cfg.activity,
+                                  files=audit.file_hashes([bundle]), before_commit=hook)
         except store.StoreConflict as exc:
             _fail(f"{exc} (nothing was written; use --replace to overwrite)")
         except store.StoreError as exc:  # not a store, newer or damaged, disk full: said first
@@ -228,6 +239,8 @@ def ingest(bundle: str, db: str, config: str | None, replace: bool, rollup_dir: 
     now = future.clock(None)
     for what, detail in future.gaps(future.scan_tables(b.tables, now), now):
         terminal.echo(f"note: {terminal.safe(what)}: {terminal.safe(detail)}")
+    for line in close_cli.late_lines(db, hook):
+        terminal.echo(line)
     cfg_src = api.find_config(bundle, config)
     if cfg_src is not None:
         # Keep the bundle's config beside the store so `ailedger report FILE` reads the same period.
@@ -371,3 +384,8 @@ from .budget_cli import alerts_cmd, budgets_cmd  # noqa: E402  (budgets, forecas
 
 main.add_command(budgets_cmd)
 main.add_command(alerts_cmd)
+from .close_cli import audit_cmd, close_cmd, reopen_cmd  # noqa: E402  (month-end close: docs/close.md)
+
+main.add_command(close_cmd)
+main.add_command(reopen_cmd)
+main.add_command(audit_cmd)

@@ -246,6 +246,14 @@ class Engine(_Strict):
     rollup: Literal["auto", "off"] = "auto"
 
 
+class Close(_Strict):
+    """What an ingest does with data for a closed period (docs/close.md)."""
+
+    # "correct": accepted, its effect posts as corrections in the first open period;
+    # "refuse": the ingest is refused and nothing written (as `ingest --no-late`).
+    late: Literal["correct", "refuse"] = "correct"
+
+
 class Config(_Strict):
     period: Period = Period()
     boundary: Boundary = Boundary()
@@ -256,6 +264,7 @@ class Config(_Strict):
     validation: Validation = Validation()
     alerts: Alerts = Alerts()
     engine: Engine = Engine()
+    close: Close = Close()
     # Extension: exchange rates into period.currency, e.g. {"EUR" = 1.08}.
     currency_rates: dict[str, float] = Field(default_factory=dict)
 

@@ -163,7 +163,7 @@ def diff_cmd(source: str, base: str, period: str, by: str, config: str | None, a
             pages[t] = compare.compare_records(comp_base, comp_new, None, source, by=by, key=owner, table=t,
                                                page_size=max(limit, 1), scope=scope)
     if chart is not None:
-        _write_chart(d, chart, cur, spans, tz)
+        _write_chart(d, chart, cur, spans, tz, source)
     if as_json:
         out = d.to_dict()
         out["base"] = {"start": spans[0][0].isoformat(), "end": spans[0][1].isoformat()}
@@ -201,12 +201,15 @@ def _bad(cfg, text: str) -> bool:
     return False
 
 
-def _write_chart(d: diff.Diff, path: str, currency: str, spans, tz: str) -> None:
-    from . import charts, exporters
+def _write_chart(d: diff.Diff, path: str, currency: str, spans, tz: str, source: str) -> None:
+    from . import audit, charts, exporters
 
     (b0, b1), (n0, n1) = spans
     fig = charts.waterfall(compare.effect_summary(d), d.base_total, d.new_total, currency,
                            f"base {_when(b0, tz)[:10]}", f"period {_when(n0, tz)[:10]}")
+    version = audit.version_of(source)
+    if version is not None:  # a chart file says which data it shows (docs/close.md)
+        fig.update_layout(title_text=f"{fig.layout.title.text or 'Why the cost changed'} · data version {version}")
     suffix = path.rsplit(".", 1)[-1].lower()
     try:
         if suffix == "html":

@@ -204,9 +204,12 @@ def import_cmd(fmt: str, files: tuple[str, ...], into: str | None, db: str | Non
             terminal.echo(f"wrote {w.file}: {w.added:,} added, {w.unchanged:,} unchanged, {w.replaced:,} replaced"
                           + (f", {w.superseded:,} continued" if w.superseded else ""))
     else:
+        from . import audit, close_cli
+
+        hook = close_cli.hook_for(None, no_late=False, db=db, cfg=cfg)
         try:
             res = store.ingest(db, result.bundle(), replace=replace, source=f"import {fmt} " + " ".join(files),
-                               supersede=result.supersede)
+                               supersede=result.supersede, files=audit.file_hashes(files), before_commit=hook)
         except store.StoreConflict as exc:
             _fail(f"{exc} (nothing was written; use --replace to overwrite)")
             return
@@ -216,6 +219,8 @@ def import_cmd(fmt: str, files: tuple[str, ...], into: str | None, db: str | Non
         continued = sum(res.superseded.values())
         terminal.echo(f"ingest {res.ingest_id}: {res.total_inserted:,} inserted, {res.total_unchanged:,} unchanged, "
                       f"{res.total_replaced:,} replaced" + (f", {continued:,} continued" if continued else ""))
+        for line in close_cli.late_lines(db, hook):  # closed periods this import changed, and by how much
+            terminal.echo(line)
     if result.unmapped.height:
         terminal.echo(f"partial import: {result.rows():,} rows imported, {result.unmapped.height:,} input records "
                       "could not be mapped (listed above)")
@@ -319,8 +324,11 @@ def export() -> None:
 @click.option("--availability-zone", default=None, help="AvailabilityZone of the fleet's cards (default: null).")
 @click.option("--config", "config", type=click.Path(exists=True, dir_okay=False),
               help="TOML config (default: ailedger.toml in the bundle / beside the store).")
+@click.option("--period", "period", metavar="PERIOD",
+              help="The period (2026-10, or START..END as diff takes it) instead of the config's; a closed one "
+                   "is exported as it was sent, with the corrections posted in it (docs/close.md).")
 def focus(source: str, out: str, version: str, region: str | None, region_name: str | None,
-          availability_zone: str | None, config: str | None) -> None:
+          availability_zone: str | None, config: str | None, period: str | None) -> None:
     """Write the allocated costs of a bundle or store as a FOCUS 1.2 or 1.3 dataset."""
     from . import api
     from .bundle import BundleError
@@ -332,15 +340,26 @@ def focus(source: str, out: str, version: str, region: str | None, region_name: 
         _fail("--out must end in .csv or .parquet")
     if region_name and not region:
         _fail("--region-name needs --region")
+    import polars as pl
+
+    from .close_cli import export_versioned
+
+    location = Location(region_id=region, region_name=region_name, availability_zone=availability_zone)
+
+    def write(comp, data_version, corrections):
+        return comp, corrections, write_focus(comp, out, version=version, location=location,
+                                              data_version=data_version, extra=corrections)
+
     try:
-        comp = api.run(source, config)
+        comp, corrections, frame = export_versioned(source, config, write, period)
     except (ConfigError, BundleError, FileNotFoundError, ValueError) as exc:
         _fail(str(exc))
         return
-    location = Location(region_id=region, region_name=region_name, availability_zone=availability_zone)
-    frame = write_focus(comp, out, version=version, location=location)
     rec = reconciliation(comp)
-    total = float(frame["BilledCost"].sum())
+    total = float(frame.filter(pl.col("ChargeClass").fill_null("") != "Correction")["BilledCost"].sum())
+    if corrections.height:  # late changes of closed periods, posted here (docs/close.md)
+        terminal.echo(f"corrections: {corrections.height:,} rows (ChargeClass Correction), "
+                      f"{float(corrections['BilledCost'].sum()):+,.2f} {comp.period.currency}")
     terminal.echo(f"wrote {out}: FOCUS {version}, {frame.height:,} rows, BilledCost {total:,.2f} "
                   f"{comp.period.currency} (input cost {rec['input_cost']:,.2f})")
     for p in check(frame, version):

@@ -42,10 +42,12 @@ from .token_sources import SPANS as SOURCE_HOURS
 # and five store tables:
 #   meta(key, value)                                   schema_version, hash_version, store_id, created_at
 #   ingests(id, ingested_at, replace, source, rows_in, inserted, unchanged, replaced, rejected, notes, tables,
-#           user)                                      user: who ingested (schema version 2)
+#           user, files)                               user: who ingested (v2); files: sources and sha256 (v3)
 #   rejected("table", "row", reason, file, ingest_id, seq)   the bundles' rejections, deduplicated
 #   notes(what, detail, ingest_id, seq)                      the bundles' notes, deduplicated
 #   present_tables("table", ingest_id)                       tables some ingested bundle had
+#   superseded_<table>: the rows a replace overwrote, with _valid_to (the ingest that did; v3)
+#   closes, late_ingests, late_effects, configs: month-end close and its trail (cost_engine/close.py; v3)
 #
 # Concurrency: DuckDB lets one process hold a file for writing, or any number of processes
 # hold it read-only, never both; the loser gets "Could not set lock" (and a second connection
@@ -56,7 +58,7 @@ from .token_sources import SPANS as SOURCE_HOURS
 # or after an ingest, never half of one. See docs/store.md.
 # ---------------------------------------------------------------------------------------------
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # Version of the content-hash formula; a change to _hash_expr needs a migration that rehashes.
 HASH_VERSION = 1
 DEFAULT_BATCH_ROWS = 1_000_000
@@ -68,7 +70,10 @@ WRITE_WAIT_S = float(os.environ.get("AILEDGER_STORE_WRITE_WAIT_S", "600"))
 _FIRST_DELAY_S = 0.005
 _MAX_DELAY_S = 0.25
 
-STORE_TABLES = ("meta", "ingests", "rejected", "notes", "present_tables")
+STORE_TABLES = ("meta", "ingests", "rejected", "notes", "present_tables", "closes", "late_ingests", "late_effects",
+                "configs")
+# Where a replace keeps the rows it overwrote (valid from their _ingest_id to _valid_to): see audit.py.
+SUPERSEDED = "superseded_"
 assert not set(STORE_TABLES) & set(TABLE_NAMES), "a contract table collides with a store table"
 _IDENT = re.compile(r"^[a-z_][a-z0-9_]*$")
 assert all(_IDENT.match(t) and all(_IDENT.match(c.name) for c in TABLES[t]) for t in TABLES)
@@ -78,15 +83,25 @@ _STORE_DDL = {
     "ingests": (
         'id BIGINT PRIMARY KEY, ingested_at TIMESTAMPTZ, "replace" BOOLEAN, source VARCHAR, rows_in BIGINT, '
         'inserted BIGINT, unchanged BIGINT, replaced BIGINT, rejected BIGINT, notes BIGINT, tables VARCHAR, '
-        '"user" VARCHAR'
+        '"user" VARCHAR, files VARCHAR'
     ),
     "rejected": '"table" VARCHAR, "row" BIGINT, reason VARCHAR, file VARCHAR, ingest_id BIGINT, seq BIGINT',
     "notes": "what VARCHAR, detail VARCHAR, ingest_id BIGINT, seq BIGINT",
     "present_tables": '"table" VARCHAR PRIMARY KEY, ingest_id BIGINT',
+    # Month-end close (cost_engine/close.py, docs/close.md): one row per close; reopening fills reopened_*.
+    "closes": (
+        'id BIGINT PRIMARY KEY, period VARCHAR, start TIMESTAMPTZ, "end" TIMESTAMPTZ, data_version BIGINT, '
+        'closed_at TIMESTAMPTZ, "user" VARCHAR, accept_gaps BOOLEAN, gaps VARCHAR, config_sha256 VARCHAR, '
+        'report VARCHAR, reopened_at TIMESTAMPTZ, reopened_by VARCHAR, reopen_why VARCHAR'
+    ),
+    "late_ingests": "ingest_id BIGINT, close_id BIGINT, post_to VARCHAR",
+    "late_effects": "ingest_id BIGINT, close_id BIGINT, owner VARCHAR, cost_after DOUBLE, amount DOUBLE",
+    "configs": "ingest_id BIGINT PRIMARY KEY, sha256 VARCHAR, text VARCHAR",
 }
 
 ProgressFn = Callable[[str, int, int], None]
 Migration = Callable[[duckdb.DuckDBPyConnection], None]
+BeforeCommit = Callable[[duckdb.DuckDBPyConnection, "IngestResult"], None]
 
 # Schema migrations: MIGRATIONS[v] brings a store from version v to v + 1, inside the caller's
 # transaction, without touching meta (migrate() bumps schema_version after each step).
@@ -96,7 +111,7 @@ Migration = Callable[[duckdb.DuckDBPyConnection], None]
 #         """v2: what changed and why."""
 #         con.execute('ALTER TABLE "allocations" ADD COLUMN ...')
 #
-#     MIGRATIONS[1] = _migrate_1_to_2      # and SCHEMA_VERSION = 2
+#     MIGRATIONS[1] = _migrate_1_to_2      # and SCHEMA_VERSION = 3
 #
 # New nullable contract columns need no migration: _ensure_schema adds them, and the content
 # hash skips NULL columns, so the rows already stored keep their hashes.
@@ -107,7 +122,13 @@ def _migrate_1_to_2(con: duckdb.DuckDBPyConnection) -> None:
     con.execute('ALTER TABLE ingests ADD COLUMN IF NOT EXISTS "user" VARCHAR')
 
 
-MIGRATIONS: dict[int, Migration] = {1: _migrate_1_to_2}
+def _migrate_2_to_3(con: duckdb.DuckDBPyConnection) -> None:
+    """v3: ingests.files (the source files and their sha256); the superseded_<table> copies, the
+    close tables and configs are created by _ensure_schema (CREATE TABLE IF NOT EXISTS)."""
+    con.execute("ALTER TABLE ingests ADD COLUMN IF NOT EXISTS files VARCHAR")
+
+
+MIGRATIONS: dict[int, Migration] = {1: _migrate_1_to_2, 2: _migrate_2_to_3}
 
 
 class StoreError(ValueError):
@@ -503,6 +524,13 @@ def _ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
         for c in TABLES[table]:
             if c.name not in have:
                 con.execute(f"ALTER TABLE {_q(table)} ADD COLUMN {_q(c.name)} {_sql_type(c.dtype)}")
+        old = _q(SUPERSEDED + table)
+        con.execute(f"CREATE TABLE IF NOT EXISTS {old} AS SELECT *, CAST(NULL AS BIGINT) AS _valid_to "
+                    f"FROM {_q(table)} LIMIT 0")
+        have = set(_table_columns(con, SUPERSEDED + table))
+        for c in TABLES[table]:
+            if c.name not in have:
+                con.execute(f"ALTER TABLE {old} ADD COLUMN {_q(c.name)} {_sql_type(c.dtype)}")
 
 
 def migrate(con: duckdb.DuckDBPyConnection, path: Path | str = "store") -> int:
@@ -651,11 +679,8 @@ def _ingest_table(
     target = _q(table)
     replaced = 0
     if replace and _key_cols(table):
-        row = _one(con, 
-            f"DELETE FROM {target} t WHERE EXISTS (SELECT 1 FROM {stage} s "
-            f"WHERE {_key_match(table, 't', 's')} AND s._h <> {_stored_hash(table, 't')})"
-        )
-        replaced = int(row[0]) if row else 0
+        replaced = _supersede(con, table, f"EXISTS (SELECT 1 FROM {stage} s "
+                              f"WHERE {_key_match(table, 't', 's')} AND s._h <> {_stored_hash(table, 't')})", ingest_id)
     cols = _cols(table)
     # Which staged records are new is decided once, against the store as it was (one hash
     # anti-join), not per batch against a table that grows with every batch (quadratic).
@@ -680,6 +705,17 @@ def _ingest_table(
     con.execute(f"DROP TABLE {fresh}")
     con.execute(f"DROP TABLE {stage}")
     return written - replaced, total - written, replaced
+
+
+def _supersede(con: duckdb.DuckDBPyConnection, table: str, where: str, ingest_id: int) -> int:
+    """Move the stored rows of `table` (alias t) matching `where` to superseded_<table>, valid
+    until `ingest_id`, so an as-of read of an earlier version finds them (audit.snapshot)."""
+    cols = ", ".join(f"t.{_q(c)}" for c in [*_cols(table), "_content_hash", "_ingested_at", "_ingest_id"])
+    names = ", ".join(_q(c) for c in [*_cols(table), "_content_hash", "_ingested_at", "_ingest_id", "_valid_to"])
+    con.execute(f"INSERT INTO {_q(SUPERSEDED + table)} ({names}) SELECT {cols}, ? FROM {_q(table)} t WHERE {where}",
+                [ingest_id])
+    row = _one(con, f"DELETE FROM {_q(table)} t WHERE {where}")
+    return int(row[0]) if row else 0
 
 
 def _fast_path(bundle: Bundle, table: str) -> bool:
@@ -749,11 +785,8 @@ def _insert_fresh(
     target = _q(table)
     replaced = 0
     if replace:
-        row = _one(con,
-            f"DELETE FROM {target} t WHERE EXISTS (SELECT 1 FROM {old} s "
-            f"WHERE {_key_match(table, 't', 's')} AND NOT s._same)"
-        )
-        replaced = int(row[0]) if row else 0
+        replaced = _supersede(con, table, f"EXISTS (SELECT 1 FROM {old} s "
+                              f"WHERE {_key_match(table, 't', 's')} AND NOT s._same)", ingest_id)
     # What is left in _old is stored as it is: those rows are skipped. Decided once against
     # the store as it was, so the growing table is never joined per batch.
     con.execute(f"DELETE FROM {old} WHERE NOT _same")
@@ -781,14 +814,16 @@ def _insert_fresh(
     return written - replaced, total - written, replaced
 
 
-def _supersede(con: duckdb.DuckDBPyConnection, table: str, frame: pl.DataFrame) -> tuple[int, pl.DataFrame | None]:
-    """Remove the stored records named by content; (how many, their keys or None for a keyless table)."""
+def _remove_continued(con: duckdb.DuckDBPyConnection, table: str, frame: pl.DataFrame,
+                      ingest_id: int) -> tuple[int, pl.DataFrame | None]:
+    """Move the stored records that this ingest continues (named by content) to superseded_<table>,
+    valid until `ingest_id` (as a replace does, so an as-of read finds them); (how many, their keys
+    or None for a keyless table)."""
     canon = _canonical(table, frame).unique(maintain_order=True)
     src = f"_sup_{table}"
     with _registered(con, src, canon.to_arrow()):
         match = " AND ".join(f"t.{_q(c)} IS NOT DISTINCT FROM s.{_q(c)}" for c in _cols(table))
-        row = _one(con, f"DELETE FROM {_q(table)} t WHERE EXISTS (SELECT 1 FROM {_q(src)} s WHERE {match})")
-    removed = int(row[0]) if row else 0
+        removed = _supersede(con, table, f"EXISTS (SELECT 1 FROM {_q(src)} s WHERE {match})", ingest_id)
     if removed != canon.height:
         raise StoreError(f"{table}: {canon.height - removed} of the {canon.height} stored records this ingest "
                          "continues are no longer stored as it read them (another ingest changed them "
@@ -856,6 +891,8 @@ def ingest(
     user: str | None = None,
     rollup: Any = "stored",
     supersede: dict[str, pl.DataFrame] | None = None,
+    files: list[dict] | None = None,
+    before_commit: BeforeCommit | None = None,
 ) -> IngestResult:
     """Add a bundle to the store (created on first use) in one transaction.
 
@@ -877,10 +914,13 @@ def ingest(
     is stale until the next refresh, and reports read raw samples meanwhile).
 
     `supersede` (table -> stored records, canonical, as an import read them with stored_between):
-    records that this bundle's records continue. They are removed in the same transaction before
-    the bundle is matched, so their continuation is written instead of conflicting; a continuing
+    records that this bundle's records continue. They are moved to superseded_<table> (valid until
+    this ingest, as a replace keeps what it overwrites) in the same transaction before the bundle
+    is matched, so their continuation is written instead of conflicting; a continuing
     record with the key of the one it supersedes counts as `replaced`. If one of them is no longer
     stored as read (another ingest changed it meanwhile), nothing is written (StoreError).
+    `files` (audit.file_hashes: path, sha256, bytes of each source file) go into the ingests log;
+    `before_commit(con, result)` runs last inside the transaction (an exception rolls it all back).
     """
     if batch_rows < 1:
         raise ValueError("batch_rows must be positive")
@@ -893,7 +933,7 @@ def ingest(
     if user is None:
         user = _os_user()
     run = dict(replace=replace, progress=progress, source=source, batch_rows=batch_rows, user=user,
-               supersede=supersede or {})
+               supersede=supersede or {}, files=files, before_commit=before_commit)
     clear_interrupted(path)
     if _looks_like_foreign(path):
         if not empty_duckdb(path):
@@ -942,7 +982,8 @@ def _ingest_into(path: Path, bundle: Bundle, run: dict, *, name: Path, checkpoin
         con.execute("BEGIN TRANSACTION")
         try:
             result = _ingest_in_transaction(con, bundle, run["replace"], run["progress"], run["source"],
-                                            run["batch_rows"], run["user"], run["supersede"])
+                                            run["batch_rows"], run["user"], run["supersede"], run["files"],
+                                            run["before_commit"])
             con.execute("COMMIT")
             if checkpoint:  # everything into the file itself: it is about to be moved, its WAL is not
                 con.execute("CHECKPOINT")
@@ -993,6 +1034,8 @@ def _ingest_in_transaction(
     batch_rows: int,
     user: str | None = None,
     supersede: dict[str, pl.DataFrame] | None = None,
+    files: list[dict] | None = None,
+    before_commit: BeforeCommit | None = None,
 ) -> IngestResult:
     _ensure_schema(con)
     migrate(con)
@@ -1003,7 +1046,8 @@ def _ingest_in_transaction(
 
     sizes = {t: bundle.tables[t].height for t in TABLE_NAMES if t in bundle.tables}
     todo = [t for t in TABLE_NAMES if sizes.get(t, 0) > 0]
-    superseded = {t: _supersede(con, t, f) for t, f in (supersede or {}).items() if f.height and t in TABLE_NAMES}
+    superseded = {t: _remove_continued(con, t, f, ingest_id) for t, f in (supersede or {}).items()
+                  if f.height and t in TABLE_NAMES}
     # Phase 1: stage every table and look for conflicts before writing anything.
     # Tables the reader deduplicated skip the staged copy (see _fast_path).
     inside: list[Conflict] = []
@@ -1049,7 +1093,7 @@ def _ingest_in_transaction(
     }
     con.execute(
         'INSERT INTO ingests (id, ingested_at, "replace", source, rows_in, inserted, unchanged, replaced, '
-        'rejected, notes, tables, "user") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
+        'rejected, notes, tables, "user", files) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
         [
             ingest_id,
             at,
@@ -1063,8 +1107,11 @@ def _ingest_in_transaction(
             result.notes,
             json.dumps(summary, sort_keys=True),
             user,
+            None if files is None else json.dumps(files, sort_keys=True),
         ],
     )
+    if before_commit is not None:  # e.g. close.py: record the config, refuse or mark a late ingest
+        before_commit(con, result)
     return result
 
 
@@ -1313,3 +1360,15 @@ def count_records(
         clause, params = where
         row = _one(con, f"SELECT count(*) FROM {_q(table)}{clause}", params)
         return int(row[0]) if row else 0
+
+
+# Public names for the modules built on the store (audit.py, close.py): they never reach into the
+# private helpers above.
+quote = _q
+first_row = _one
+has_table = _has_table
+table_columns = _table_columns
+session = _session
+rollback = _rollback
+open_store = _open
+os_user = _os_user

@@ -282,7 +282,13 @@ def save_aliases(source: str | Path, edited: pl.DataFrame, current: pl.DataFrame
         cur = cur.select("source", "key", "project")
         changed = new.join(cur, on=["source", "key", "project"], how="anti")
         if changed.height:
-            store.ingest(p, Bundle.from_frames({"aliases": changed}), replace=True, source="dashboard: aliases")
+            from . import close
+
+            # Aliases move money between owners: a closed period they touch gets a late change.
+            late = close.LateHook()
+            store.ingest(p, Bundle.from_frames({"aliases": changed}), replace=True, source="dashboard: aliases",
+                         user=principal.user, before_commit=late)
+            close.post_effects(p, late)
         return AliasSave(written=changed.height, target=str(p))
     return _rewrite_table(p, "aliases", new.sort("source", "key"))
 
@@ -440,9 +446,19 @@ def import_upload(
         raise UploadError(f"nothing imported; most common reason: {why}")
     if store_path is not None:
         try:
-            store.ingest(store_path, result.bundle(), supersede=result.supersede)
+            from . import audit, close
+
+            # The dashboard principal is the ingest's user; the uploaded files' hashes go in the trail,
+            # and a change to a closed period is recorded as late data (docs/close.md).
+            late = close.LateHook(no_late=close.refuses_late(store_path, config))
+            store.ingest(store_path, result.bundle(), source=f"dashboard: import {fmt}", user=principal.user,
+                         files=audit.file_hashes(paths), before_commit=late,
+                         supersede=result.supersede)
+            close.post_effects(store_path, late)  # the late effects, stored once (reports read them)
         except store.StoreConflict as exc:
             raise UploadError(f"{exc} (nothing was written)") from None
+        except close.LateRefused as exc:  # [close] late = "refuse": said, nothing written
+            raise UploadError(str(exc)) from None
         return Imported(result=result, target=Path(store_path), into_store=True)
     write_bundle(result, dest / "bundle", config)
     return Imported(result=result, target=dest / "bundle", into_store=False)

@@ -34,8 +34,8 @@ import plotly.graph_objects as go
 import polars as pl
 import streamlit as st
 
-from cost_engine import (access, api, exporters, exports_meta, idle_owners, labels, period_choice, period_views,
-                         view_state, views)
+from cost_engine import (access, api, audit, exporters, exports_meta, idle_owners, labels, period_choice,
+                         period_views, view_state, views)
 from cost_engine.config import Config, load_config
 from cost_engine.engine import Computation, compute
 from cost_engine.report import build_report
@@ -471,7 +471,8 @@ class Ctx:
 
     def export_context(self) -> exports_meta.ExportContext:
         return exports_meta.context_of(self.comp, self.filters, source=Path(self.path).name,
-                                       data_version=self.version.partition("|")[0][:8], grain=self.grain)
+                                       data_version=audit.version_label(self.version.partition("|")[0]),
+                                       grain=self.grain)
 
     def link(self, page: str = "", **page_params: Any) -> str:
         """A URL path + query to `page` (url path, "" = Overview) in this view, with page keys."""

@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 import polars as pl
 import streamlit as st
 
-from cost_engine import charts, uploads, views
+from cost_engine import charts, close, uploads, views
 from cost_engine.access import AccessError
 from pages import common
 
@@ -28,6 +28,14 @@ st.markdown(f"Open: **{common.md(ctx.path)}** ({kind}, data version {ctx.version
 if ss.get(common.SOURCE_KEY):
     st.button("Back to the default source", key="reset_source", on_click=lambda: (
         ss.pop(common.SOURCE_KEY, None), common.set_state(period="whole_days", first=None, last=None)))
+
+if ctx.is_store:  # month-end close (docs/close.md): what was sent, and what changed after
+    closes = close.closes_table(ctx.path)
+    if closes.height:
+        st.subheader("Closed periods")
+        st.caption("A closed period's report stays as sent; late data posts as corrections in the first open "
+                   "period (`ailedger close`, `ailedger reopen`).")
+        common.table(closes, "closed_periods", name="closed-periods", title="Closed periods and late changes")
 
 if ss.get("upload_note"):  # above the tabs: the rerun that opened the upload shows the first tab
     st.success(ss.pop("upload_note"))

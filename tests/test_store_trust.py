@@ -314,7 +314,7 @@ def ingest_columns(db: Path) -> list[str]:
 def test_v1_store_reads_migrates_and_keeps_its_data(db: Path) -> None:
     frames = v1_frames()
     write_v1_store(db, frames)
-    assert store.SCHEMA_VERSION == 2 and 1 in store.MIGRATIONS
+    assert store.SCHEMA_VERSION == 3 and 1 in store.MIGRATIONS and 2 in store.MIGRATIONS
 
     # read-only use never migrates: a v1 store serves the dashboard as it is
     assert store.is_store(db)
@@ -332,8 +332,8 @@ def test_v1_store_reads_migrates_and_keeps_its_data(db: Path) -> None:
     # so the same bundle again is recognised record by record
     result = store.ingest(db, Bundle.from_frames(frames), user="alice", source="again")
     assert result.total_inserted == 0 and result.total_unchanged == 6
-    assert store.schema_version(db) == 2
-    assert ingest_columns(db)[-1] == "user"
+    assert store.schema_version(db) == 3
+    assert ingest_columns(db)[-2:] == ["user", "files"]
     after = store.load_bundle(db)
     for table in TABLE_NAMES:
         assert_frame_equal(after[table], before[table])
@@ -370,14 +370,48 @@ def test_failed_migration_leaves_the_v1_store(db: Path, monkeypatch: pytest.Monk
     monkeypatch.undo()
     with store.connect(db, read_only=False):  # opening for write migrates too
         pass
-    assert store.schema_version(db) == 2
+    assert store.schema_version(db) == 3
     assert store.load_bundle(db)["allocations"].height == 3
+
+
+def write_v2_store(path: Path, frames: dict[str, pl.DataFrame]) -> None:
+    """A store as schema version 2 wrote it: the v1 layout plus ingests.user (its only change)."""
+    write_v1_store(path, frames)
+    with duckdb.connect(str(path)) as con:
+        con.execute('ALTER TABLE ingests ADD COLUMN "user" VARCHAR')
+        con.execute("UPDATE ingests SET \"user\" = 'carol'")
+        con.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+
+
+def test_v2_store_migrates_to_v3_and_keeps_what_replace_overwrites(db: Path) -> None:
+    """v2 -> v3 adds ingests.files and the superseded_<table> copies; nothing stored is lost, and
+    the first --replace after it keeps the row it overwrote (c1, $48) valid up to version 2."""
+    frames = v1_frames()
+    write_v2_store(db, frames)
+    assert store.schema_version(db) == 2
+    before = store.load_bundle(db)
+    changed = frames["costs"].with_columns(pl.lit(50.0).alias("amount"))
+    result = store.ingest(db, Bundle.from_frames({"costs": changed}), replace=True, user="dave",
+                          files=[{"path": "costs.csv", "sha256": "ab" * 32, "bytes": 10}])
+    assert result.replaced["costs"] == 1
+    assert store.schema_version(db) == 3
+    after = store.load_bundle(db)
+    for table in TABLE_NAMES:
+        if table != "costs":
+            assert_frame_equal(after[table], before[table])
+    assert after["costs"]["amount"].to_list() == [50.0]
+    with duckdb.connect(str(db), read_only=True) as con:
+        log = con.execute('SELECT id, "user", files FROM ingests ORDER BY id').fetchall()
+        kept = con.execute("SELECT cost_id, amount, _ingest_id, _valid_to FROM superseded_costs").fetchall()
+    assert [(i, u) for i, u, _ in log] == [(1, "carol"), (2, "dave")]
+    assert log[0][2] is None and "costs.csv" in log[1][2]
+    assert kept == [("c1", 48.0, 1, 2)]
 
 
 def test_new_store_is_current_and_records_the_user(db: Path) -> None:
     store.ingest(db, Bundle.from_frames({"allocations": allocations(1)}), user="bob")
     store.ingest(db, Bundle.from_frames({"allocations": allocations(2)}))
-    assert store.schema_version(db) == store.SCHEMA_VERSION == 2
+    assert store.schema_version(db) == store.SCHEMA_VERSION == 3
     with duckdb.connect(str(db), read_only=True) as con:
         users = [r[0] for r in con.execute('SELECT "user" FROM ingests ORDER BY id').fetchall()]
     assert users[0] == "bob"

@@ -54,7 +54,7 @@ FOCUS_13_COLUMNS = tuple(sorted(FOCUS_12_COLUMNS + ALLOCATION_COLUMNS + PROVIDER
 EXTENSION_COLUMNS = (
     "x_OriginChargeId", "x_IdleCause", "x_UnattributedKey", "x_Tenant", "x_Project", "x_Model", "x_Pool",
     "x_Category", "x_Origin", "x_EnergyKWh", "x_EnergyKWhFacility", "x_InputTokens", "x_CachedInputTokens",
-    "x_OutputTokens",
+    "x_OutputTokens", "x_DataVersion",
 )
 # Columns FOCUS makes mandatory in every dataset of that version (`check` and the CLI).
 _MANDATORY_12 = (
@@ -67,7 +67,10 @@ MANDATORY = {"1.2": _MANDATORY_12, "1.3": tuple(sorted(_MANDATORY_12 + PROVIDER_
 
 _FLOATS = ("BilledCost", "ConsumedQuantity", "ContractedCost", "ContractedUnitPrice", "EffectiveCost", "ListCost",
            "ListUnitPrice", "PricingQuantity", "x_EnergyKWh", "x_EnergyKWhFacility")
-_INTS = ("x_InputTokens", "x_CachedInputTokens", "x_OutputTokens")
+_INTS = ("x_InputTokens", "x_CachedInputTokens", "x_OutputTokens", "x_DataVersion")
+# Columns a Correction row (a late change of a closed period, docs/close.md) leaves null: it
+# moves money, not a priced quantity.
+_UNPRICED = ("PricingQuantity", "PricingUnit", "ListUnitPrice", "ContractedUnitPrice")
 _TIMES = ("BillingPeriodStart", "BillingPeriodEnd", "ChargePeriodStart", "ChargePeriodEnd")
 CSV_DATETIME = "%Y-%m-%dT%H:%M:%SZ"
 
@@ -101,8 +104,10 @@ def focus_frame(
     version: str = DEFAULT_VERSION,
     billing_account: str = "gpu-fleet",
     location: Location | None = None,
+    data_version: int | None = None,
 ) -> pl.DataFrame:
-    """One FOCUS row per allocated charge (see the module doc); sums to the input cost."""
+    """One FOCUS row per allocated charge (see the module doc); sums to the input cost.
+    `data_version`: the store's data version the rows were computed at (x_DataVersion)."""
     _check_version(version)
     loc = location or Location()
     c = charges(comp)
@@ -184,6 +189,7 @@ def focus_frame(
         pl.col("input_tokens").alias("x_InputTokens"),
         pl.col("cached_input_tokens").alias("x_CachedInputTokens"),
         pl.col("output_tokens").alias("x_OutputTokens"),
+        pl.lit(data_version, pl.Int64).alias("x_DataVersion"),
     )
     out = out.sort("ChargePeriodStart", "SubAccountId", "ResourceId", "x_OriginChargeId", "AllocatedResourceId",
                    "x_IdleCause", "x_UnattributedKey", nulls_last=True, maintain_order=True)
@@ -231,15 +237,20 @@ def write_focus(
     *,
     version: str = DEFAULT_VERSION,
     location: Location | None = None,
+    data_version: int | None = None,
+    extra: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
-    """Write the FOCUS rows as CSV or Parquet; returns them. CSV: timestamps
+    """Write the FOCUS rows (and `extra` rows after them: close.focus_corrections) as CSV or
+    Parquet; returns them. CSV: timestamps
     `YYYY-MM-DDTHH:MM:SSZ`, numbers as plain decimals, text cells guarded against spreadsheet
     formulas by the exporters' CSV guard."""
     p = Path(path)
     suffix = p.suffix.lower()
     if suffix not in (".csv", ".parquet"):
         raise ValueError(f"{p.name}: FOCUS export writes .csv or .parquet")
-    frame = focus_frame(comp, version=version, location=location)
+    frame = focus_frame(comp, version=version, location=location, data_version=data_version)
+    if extra is not None and extra.height:
+        frame = pl.concat([frame, extra], how="diagonal_relaxed").select(frame.columns).cast(frame.schema)
     p.parent.mkdir(parents=True, exist_ok=True)
     if suffix == ".parquet":
         frame.write_parquet(p)
@@ -256,8 +267,10 @@ def check(frame: pl.DataFrame, version: str = DEFAULT_VERSION) -> list[str]:
     for c in ("BilledCost", "EffectiveCost", "ListCost", "ContractedCost", "BillingCurrency", "ChargeCategory",
               "ChargePeriodStart", "ChargePeriodEnd", "ServiceCategory", "ServiceName", "ProviderName",
               "PricingQuantity", "PricingUnit", "ListUnitPrice", "ContractedUnitPrice"):
-        if c in frame.columns and frame[c].null_count():
-            problems.append(f"{c} has {frame[c].null_count()} null values")
+        rows = frame.filter(pl.col("ChargeClass").fill_null("") != "Correction") if (
+            c in _UNPRICED and "ChargeClass" in frame.columns) else frame
+        if c in rows.columns and rows[c].null_count():
+            problems.append(f"{c} has {rows[c].null_count()} null values")
     if "ChargePeriodStart" in frame.columns and frame.height:
         bad = frame.filter(pl.col("ChargePeriodEnd") <= pl.col("ChargePeriodStart")).height
         if bad:

@@ -101,8 +101,9 @@ def _table(frame: pl.DataFrame, columns: list[str]) -> str:
 
 
 def summary_html(comp: Computation, filters: views.Filters | None = None, *, source_label: str | None = None,
-                 title: str | None = None, generated: datetime | None = None) -> str:
-    """The one-page HTML summary (no scripts; every data string escaped)."""
+                 title: str | None = None, generated: datetime | None = None, data_version: str | None = None) -> str:
+    """The one-page HTML summary (no scripts; every data string escaped); `data_version`: the
+    source's (audit.version_label), said beside the source."""
     p = comp.period
     cfg = comp.config
     kpis = views.kpi_cards(comp, filters)
@@ -139,7 +140,7 @@ td.n{{text-align:right;font-variant-numeric:tabular-nums}}
 <div><b>Filters</b>: {_e(f.describe())}</div>
 <div><b>Idle treatment</b>: {_e(cfg.allocation.idle)}; <b>activity</b>: {_e(cfg.activity.mode)} {_e(cfg.activity.threshold_pct)} %;
 <b>PUE</b> {_e(cfg.energy.pue)}, <b>server overhead</b> {_e(cfg.energy.server_overhead)}</div>
-<div><b>Source</b>: {_e(source_label or "")} · generated {_e(when)}</div>
+<div><b>Source</b>: {_e(source_label or "")} · data version {_e(data_version or "(unknown)")} · generated {_e(when)}</div>
 </div>
 <div class="cards">{cards}</div>
 <h2>Spend by tenant (top 10)</h2>
@@ -154,7 +155,8 @@ td.n{{text-align:right;font-variant-numeric:tabular-nums}}
 
 
 def build_review_pack(comp: Computation, filters: views.Filters | None = None, *, source_label: str | None = None,
-                      title: str | None = None, generated: datetime | None = None) -> bytes:
+                      title: str | None = None, generated: datetime | None = None,
+                      data_version: str | None = None) -> bytes:
     """The zip bytes (see the module doc for its files). Raises images.ExportError when the
     charts cannot be rendered (no Chromium)."""
     figs = overview_figures(comp, filters)
@@ -163,7 +165,7 @@ def build_review_pack(comp: Computation, filters: views.Filters | None = None, *
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as z:
         z.writestr(SUMMARY_FILE, summary_html(comp, filters, source_label=source_label, title=title,
-                                              generated=generated))
+                                              generated=generated, data_version=data_version))
         for n, data in zip(names, pngs):
             z.writestr(CHART_FILES[n], data)
         for n, frame in ranking_tables(comp, filters).items():
