@@ -68,14 +68,17 @@ class Bundle:
         return cls(tables=tables, present=frozenset(frames), **kw)
 
 
-def read_bundle(path: str | Path, config: Config | None = None) -> Bundle:
-    """Read and validate every contract table of a bundle folder."""
+def read_bundle(path: str | Path, config: Config | None = None, *, require_allocations: bool = True) -> Bundle:
+    """Read and validate every contract table of a bundle folder.
+
+    `require_allocations=False` reads a folder that adds to a store which already holds them
+    (a late invoice: only costs.csv); a bundle that stands alone must have its allocations."""
     config = config or Config()
     root = Path(path)
     if not root.is_dir():
         raise BundleError(f"bundle folder {root} does not exist or is not a folder")
     files, unknown = _find_table_files(root)
-    if "allocations" not in files:
+    if require_allocations and "allocations" not in files:
         raise BundleError(f"bundle {root} has no allocations file (allocations.csv, .parquet or .jsonl)")
 
     notes: list[tuple[str, str]] = [("unknown file", name) for name in unknown]

@@ -213,9 +213,13 @@ def ingest(bundle: str, db: str, config: str | None, replace: bool, rollup_dir: 
     from .bundle import BundleError, read_bundle
     from .config import load_config
 
+    # Into a store that exists, a folder may bring only what is new (a late invoice's costs.csv):
+    # the store holds the allocations, and its kept config reads the folder when it has none.
+    into_store = store.is_store(db)
+    cfg_path = api.find_config(bundle, config) or (api.find_config(db, None) if into_store else None)
     try:
-        cfg = load_config(api.find_config(bundle, config))
-        b = read_bundle(bundle, cfg)
+        cfg = load_config(cfg_path)
+        b = read_bundle(bundle, cfg, require_allocations=not into_store)
     except (ConfigError, BundleError) as exc:
         _fail(str(exc))
     total = sum(f.height for f in b.tables.values())
@@ -226,7 +230,7 @@ def ingest(bundle: str, db: str, config: str | None, replace: bool, rollup_dir: 
             bar.update(done - seen.get(table, 0))
             seen[table] = done
 
-        hook = close_cli.hook_for(api.find_config(bundle, config), no_late, db, cfg)
+        hook = close_cli.hook_for(cfg_path, no_late, db, cfg)
         try:
             result = store.ingest(db, b, replace=replace, progress=progress, source=bundle,
                                   rollup=None if rollup_dir else cfg.activity,

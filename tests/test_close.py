@@ -64,7 +64,8 @@ def _base(root: Path) -> Path:
 
 
 def _late(root: Path, name: str = "late", cost_id: str = "c2", amount: int = 744) -> Path:
-    return _bundle(root / name, allocations=ALLOC_HEAD,
+    """A late invoice as it arrives: a folder with its costs.csv alone (the store holds the allocations)."""
+    return _bundle(root / name,
                    costs=COST_HEAD + f"{cost_id},depreciation,{amount},2026-10-01T00:00:00Z,2026-11-01T00:00:00Z\n")
 
 
@@ -388,3 +389,20 @@ def test_a_bad_period_or_version_is_named(ledger) -> None:
     assert res.exit_code == 2 and "needs a store" in res.output
     res = invoke("close", str(ledger["db"]), "2026-10-15..2026-11-15")
     assert res.exit_code == 2 and "overlaps the closed period 2026-10" in res.output
+
+
+def test_a_folder_without_allocations_adds_to_a_store_but_never_starts_one(tmp_path) -> None:
+    """A late invoice arrives as costs.csv alone. Into a store that holds the allocations it is
+    ingested (1 cost row inserted, nothing else); as the first ingest of a new store it is refused
+    as before (a bundle that stands alone must have its allocations), and no file is made."""
+    db = tmp_path / "s.duckdb"
+    assert invoke("ingest", str(_base(tmp_path)), "--db", str(db)).exit_code == 0
+    res = invoke("ingest", str(_late(tmp_path)), "--db", str(db))
+    assert res.exit_code == 0, res.output
+    assert "1 inserted" in res.output  # the invoice's one row
+    with store.connect(db) as con:
+        assert con.execute("SELECT count(*), sum(amount) FROM costs").fetchone() == (3, 1488 + 1440 + 744)
+    fresh = tmp_path / "new.duckdb"
+    res = invoke("ingest", str(_late(tmp_path, "alone")), "--db", str(fresh))
+    assert res.exit_code == 2 and "has no allocations file" in res.output
+    assert not fresh.exists()
