@@ -448,3 +448,33 @@ def test_burn_down_chart_draws_the_path():
     assert fig["layout"]["shapes"][0]["y0"] == 0
     empty = json.loads(charts.budget_burndown(budgets.evaluate(comp).path.clear(), None, "x").to_json())
     assert empty["data"] == [] and "see its note" in empty["layout"]["annotations"][0]["text"]
+
+
+def test_a_folder_given_as_dot_dotdot_or_with_a_slash_reads_like_any_folder(tmp_path, monkeypatch):
+    """Issue 43 (6): `report .`, `budgets .`, `alerts .` (no config inside the folder) exited 2 with
+    "PosixPath('.') has an empty name". Each spelling of the folder now gives what its name gives:
+    one allocation of proj-a, 2026-10-01 00:00 .. 10-02 00:00, no rates, and a month budget of $100."""
+    folder = tmp_path / "bundle"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "allocations.csv").write_text("allocation_id,gpu_id,start,end,owner\n"
+                                            "a1,g1,2026-10-01T00:00:00Z,2026-10-02T00:00:00Z,proj-a\n")
+    (folder / "budgets.csv").write_text("budget_id,project,period_kind,amount\nm,proj-a,month,100\n")
+    runner = CliRunner()
+
+    def same(out: str) -> dict:  # all but the source as given
+        return {k: v for k, v in json.loads(out).items() if k != "source"}
+
+    for cmd in ("report", "budgets", "alerts"):
+        named = runner.invoke(main, [cmd, str(folder), "--json"])
+        assert named.exit_code == 0, named.output
+        monkeypatch.chdir(folder)
+        for spelling in (".", "./", "../bundle/"):
+            res = runner.invoke(main, [cmd, spelling, "--json"])
+            assert res.exit_code == 0, (cmd, spelling, res.output)
+            assert same(res.output) == same(named.output)
+        monkeypatch.chdir(folder / "sub")
+        res = runner.invoke(main, [cmd, "..", "--json"])
+        assert res.exit_code == 0, (cmd, res.output)
+        monkeypatch.chdir(tmp_path)
+    res = runner.invoke(main, ["budgets", str(folder)])
+    assert "m  project proj-a  month 2026-10-01..2026-10-31" in res.output
