@@ -238,6 +238,11 @@ def test_budget_rows_are_validated_with_row_and_reason(tmp_path):
     assert b["budgets"]["currency"].to_list() == ["USD", "USD"]
     reasons = {r["row"]: r["reason"] for r in b.rejected.filter(pl.col("table") == "budgets").iter_rows(named=True)}
     assert set(reasons) == {2, 3, 4, 5, 6, 7, 8, 9, 10}
+    # Each reason ends with the budget_id as written, so the row can be listed by name later.
+    ids = {2: "both", 3: "neither", 4: "kind", 5: "zero", 6: "custom", 7: "cats", 8: "bound", 9: "needcats",
+           10: "money"}
+    assert all(reasons[n].endswith(f" (budget_id {i})") for n, i in ids.items())
+    reasons = {n: r.removesuffix(f" (budget_id {ids[n]})") for n, r in reasons.items()}
     assert "give one of them" in reasons[2]
     assert reasons[3] == "budget needs a tenant or a project"
     assert "unknown period_kind 'weekly'" in reasons[4]
@@ -478,3 +483,104 @@ def test_a_folder_given_as_dot_dotdot_or_with_a_slash_reads_like_any_folder(tmp_
         monkeypatch.chdir(tmp_path)
     res = runner.invoke(main, ["budgets", str(folder)])
     assert "m  project proj-a  month 2026-10-01..2026-10-31" in res.output
+
+
+REFUSED = {  # budget_id -> what the row did wrong (BAD_BUDGETS, plus a negative amount)
+    "both": "give one of them", "neither": "budget needs a tenant or a project", "kind": "unknown period_kind",
+    "zero": "amount 0 must be above 0", "custom": "custom needs a start and an end",
+    "cats": "unknown categories 'gpus'",
+    "bound": "unknown boundary 'wide'", "needcats": "boundary custom needs a categories list",
+    "money": "currency EUR differs from USD and no rate is configured", "minus": "amount -5 must be above 0",
+}
+
+
+def refused_folder(tmp_path):
+    folder = tmp_path / "refused"
+    folder.mkdir()
+    (folder / "allocations.csv").write_text("allocation_id,gpu_id,start,end,owner\n"
+                                            "a1,g1,2026-10-01T00:00:00Z,2026-10-02T00:00:00Z,t-a\n")
+    (folder / "budgets.csv").write_text(BAD_BUDGETS + "minus,t-a,,month,-5,,,,,\n,t-a,,month,7,,,,,\n")
+    return folder
+
+
+def test_every_rejected_budget_row_is_listed_unknown_on_every_surface(tmp_path):
+    """Issue 43 (1): the ten refused rows (EUR without a rate, a misspelt category, a negative
+    amount, ...) and one without a budget_id used to vanish: `alerts` said "0 firing, 0 unknown".
+    Now each is a budget with status unknown and the file, row and reason in its note; each is
+    an unknown forecast_over_budget check ("cannot be told"); nothing fires, so `alerts` exits
+    0 as documented. 2 valid + 11 refused = 13 budgets; 13 checks, 11 unknown."""
+    folder = refused_folder(tmp_path)
+    res = CliRunner().invoke(main, ["alerts", str(folder), "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.output)
+    assert (data["firing"], data["unknown"], data["checked"]) == (0, 11, 13)
+    unknown = {a["budget_id"]: a for a in data["alerts"] if a["state"] == "unknown"}
+    assert set(unknown) == {*REFUSED, None}
+    for bid, why in REFUSED.items():
+        assert unknown[bid]["rule"] == "forecast_over_budget" and unknown[bid]["value"] is None
+        assert unknown[bid]["message"].startswith("cannot be told: rejected (budgets.csv row ")
+        assert why in unknown[bid]["message"] and "(budget_id" not in unknown[bid]["message"]
+    assert unknown[None]["message"].endswith("(budgets.csv row 13): missing required budget_id")
+    rows = {b["budget_id"]: b for b in data["budgets"]}
+    assert rows["money"]["status"] == "unknown" and rows["money"]["amount"] is None
+    assert rows["money"]["note"] == ("rejected (budgets.csv row 10): currency EUR differs from USD and no rate "
+                                     "is configured")
+    assert rows["ok-1"]["status"] == "within"
+    text = CliRunner().invoke(main, ["alerts", str(folder)])
+    assert text.exit_code == 0 and "0 firing, 11 unknown, 13 checked" in text.output
+    assert "UNKNOWN  forecast_over_budget       budget minus (rejected row): cannot be told: rejected " \
+           "(budgets.csv row 12): amount -5 must be above 0" in text.output
+    shown = CliRunner().invoke(main, ["budgets", str(folder)])
+    assert shown.exit_code == 0
+    assert "  minus  [unknown (rejected (budgets.csv row 12): amount -5 must be above 0)]" in shown.output
+    assert "  (no budget_id)  [unknown (rejected (budgets.csv row 13): missing required budget_id)]" in shown.output
+    as_json = json.loads(CliRunner().invoke(main, ["budgets", str(folder), "--json"]).output)
+    assert [b["budget_id"] for b in as_json["budgets"]] == [
+        "ok-1", "ok-2", "both", "neither", "kind", "zero", "custom", "cats", "bound", "needcats", "money", "minus",
+        None]
+
+
+def test_a_store_lists_its_rejected_budget_rows_until_they_are_fixed(tmp_path):
+    """The same rows through a store: its rejected table keeps them, so `budgets` lists the 11
+    refused rows as unknown. A later ingest with "money" fixed (a USD amount) makes it a budget
+    like any other: listed once, evaluated, no longer unknown."""
+    folder = refused_folder(tmp_path)
+    db = tmp_path / "s.duckdb"
+    assert CliRunner().invoke(main, ["ingest", str(folder), "--db", str(db)]).exit_code == 0
+    data = json.loads(CliRunner().invoke(main, ["budgets", str(db), "--json"]).output)
+    assert sum(b["status"] == "unknown" for b in data["budgets"]) == 11
+    (folder / "budgets.csv").write_text("budget_id,tenant,period_kind,amount\nmoney,t-a,month,100\n")
+    assert CliRunner().invoke(main, ["ingest", str(folder), "--db", str(db)]).exit_code == 0
+    data = json.loads(CliRunner().invoke(main, ["budgets", str(db), "--json"]).output)
+    money = [b for b in data["budgets"] if b["budget_id"] == "money"]
+    assert len(money) == 1 and money[0]["status"] == "within" and money[0]["amount"] == 100.0
+    assert sum(b["status"] == "unknown" for b in data["budgets"]) == 10
+
+
+def test_a_budget_whose_categories_the_boundary_leaves_out_is_unknown_not_zero():
+    """Issue 43 (2): `categories = power` with an empty boundary under a rental report: power is
+    never booked under rental, so the budget's cost cannot be seen; it read booked 0.00,
+    projected 0.00, within. Now unknown with the reason; so is a budget listing a category its
+    own boundary does not hold (energy_only, depreciation), which counts nothing at all. The
+    same power budget under fully_loaded is known: proj-a holds g1 24 h a day at $10 rental,
+    no telemetry, so no power: booked 3 x 0 = 0.00, a true zero."""
+    rows = [
+        {"budget_id": "pw", "project": "proj-a", "period_kind": "month", "amount": 10.0, "categories": "power"},
+        {"budget_id": "own", "project": "proj-a", "period_kind": "month", "amount": 10.0, "boundary": "energy_only",
+         "categories": "depreciation"},
+        {"budget_id": "rent", "project": "proj-a", "period_kind": "month", "amount": 10_000.0,
+         "categories": "gpu_rental"},
+    ]
+    s = status(run(rows, config={**CONFIG, "boundary": {"name": "rental"}}))
+    assert s["pw"]["status"] == "unknown" and s["pw"]["booked"] is None and s["pw"]["projected"] is None
+    assert "the report's boundary (rental) leaves out power" in s["pw"]["note"]
+    assert s["own"]["status"] == "unknown" and s["own"]["booked"] is None
+    assert "its boundary (energy_only) does not hold depreciation" in s["own"]["note"]
+    # gpu_rental under rental: 3 days x 240 booked, 28 more at 240 = 7,440 projected.
+    assert (s["rent"]["status"], s["rent"]["booked"], s["rent"]["projected"]) == ("within", 720.0, 7440.0)
+    loaded = status(run(rows, config={**CONFIG, "boundary": {"name": "fully_loaded"}}))
+    assert loaded["pw"]["status"] == "within" and loaded["pw"]["booked"] == 0.0
+    found = alerts.evaluate(run(rows, config={**CONFIG, "boundary": {"name": "rental"}}),
+                            budgets.evaluate(run(rows, config={**CONFIG, "boundary": {"name": "rental"}})))
+    states = {r["budget_id"]: r["state"] for r in found.iter_rows(named=True)}
+    assert states == {"pw": "unknown", "own": "unknown", "rent": "ok"}
