@@ -28,6 +28,9 @@ TREND_MIN_DAYS = 28.0  # ... before a trend is fitted (four weeks: a shorter tre
 DAMPING = 0.9  # per day: a trend's reach fades (a damped trend); 10 days' worth at most
 KAPPA = 1.0  # weekday shrinkage: an effect seen on w days keeps w / (w + KAPPA) of its mean
 RHO_MAX = 0.9  # cap on the day-to-day correlation of residuals
+# A day's cost is never known better than this share of its level: a few identical days have
+# no residual, yet a month ahead is not certain (the interval's floor; docs/budgets.md).
+NOISE_FLOOR = 0.05
 _BACKFIT_ROUNDS = 50
 # Normal quantiles of the two-sided 80 % and 95 % intervals.
 _Z = {0.8: 1.2815515655446004, 0.95: 1.959963984540054}
@@ -169,6 +172,8 @@ def fit(history: pl.DataFrame, lookback_days: int = LOOKBACK_DAYS) -> _Fit:
     terms = 1.0 + (1.0 if use_trend else 0.0) + (float((w_day / (w_day + KAPPA)).sum()) if use_week else 0.0)
     dof = w_sum - terms
     sigma = math.sqrt(float((w * resid * resid).sum()) / dof) if dof >= 1 else None
+    if sigma is not None:
+        sigma = max(sigma, NOISE_FLOOR * abs(level))
     return _Fit(model, level, slope, t_mean, sxx, w_sum, effects, w_day, sigma, dof if dof >= 1 else None,
                 _lag1(t, resid), _drift(t, resid), n, float(t[0]), float(t[-1]))
 

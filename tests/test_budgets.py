@@ -71,13 +71,18 @@ def test_a_budget_exactly_met():
     assert states == {"booked_over_budget": "firing", "forecast_over_budget": "ok"}
 
 
-def test_month_forecast_of_a_constant_series_with_a_zero_width_interval():
+def test_month_forecast_of_a_constant_series_with_a_floored_interval():
     """proj-a, October, $5,000: booked 3 days x 240 = 720; the other 28 days at the same $240 =
-    6,720 (model "mean": 3 days of history); projected 7,440 with every bound on it; over."""
+    6,720 (model "mean": 3 days of history); projected 7,440; over. Three identical days no
+    longer give a zero-width month (issue 43, item 5): the forecast's 80 % interval is 6,720
+    -+ 384.89 (tests/test_forecast.py, test_three_identical_days_do_not_give_a_zero_width_month),
+    so the projection's is 720 + 6,335.11 .. 720 + 7,104.89 = 7,055.11 .. 7,824.89; 95 %
+    6,561.75 .. 8,318.25."""
     comp = run([{"budget_id": "oct", "project": "proj-a", "period_kind": "month", "amount": 5000.0}])
     r = status(comp)["oct"]
     assert r["booked"] == 720.0 and r["forecast"] == 6720.0 and r["projected"] == 7440.0
-    assert (r["lo80"], r["hi80"], r["lo95"], r["hi95"]) == (7440.0, 7440.0, 7440.0, 7440.0)
+    assert (r["lo80"], r["hi80"]) == (pytest.approx(7055.11, abs=0.01), pytest.approx(7824.89, abs=0.01))
+    assert (r["lo95"], r["hi95"]) == (pytest.approx(6561.75, abs=0.01), pytest.approx(8318.25, abs=0.01))
     assert r["status"] == "over" and r["model"] == "mean daily cost" and r["history_days"] == 3
     assert r["window_start"] == datetime(2026, 10, 1, tzinfo=timezone.utc)
     assert r["window_end"] == datetime(2026, 11, 1, tzinfo=timezone.utc)
@@ -584,3 +589,39 @@ def test_a_budget_whose_categories_the_boundary_leaves_out_is_unknown_not_zero()
                             budgets.evaluate(run(rows, config={**CONFIG, "boundary": {"name": "rental"}})))
     states = {r["budget_id"]: r["state"] for r in found.iter_rows(named=True)}
     assert states == {"pw": "unknown", "own": "unknown", "rent": "ok"}
+
+
+SACCT = """JobID|Account|User|Partition|Submit|Start|End|State|AllocTRES|ReqTRES|NodeList|Reason
+2001|acct-a|u|gpu|2026-10-01T00:00:00|2026-10-01T00:00:00|2026-10-01T12:00:00|COMPLETED|gres/gpu=1|gres/gpu=1|gpu001|None
+2002|acct-b|u|gpu|2026-10-01T06:00:00|2026-10-01T06:00:00|Unknown|RUNNING|gres/gpu=2|gres/gpu=2|gpu001|None
+"""
+
+
+def test_burn_rate_counts_jobs_the_export_closed_as_running(tmp_path):
+    """Issue 43 (5): sacct prints End "Unknown" for a RUNNING job; `import --end-at` ends it at
+    the export time (10-01 18:00 UTC), where the data stops. The burn rate read after that (the
+    data's end, 10-02 00:00) dropped it. Now the jobs ending where their source's allocations
+    stop count as running: acct-b's 2 cards x $10 per GPU-hour = $20/h (p1's rate: $360 over
+    12 + 2 x 12 = 36 allocated GPU-hours = $10). acct-a's job finished at 12:00 (not where the
+    data stops): not counted. At --as-of 10-01T12:00Z (inside the data) the same 2 cards run."""
+    from cost_engine.config import parse_config as cfg_of
+    from cost_engine.importers import ImportOptions, import_files, write_bundle
+
+    (tmp_path / "sacct.txt").write_text(SACCT)
+    cfg = cfg_of({"period": {"source_timezone": "UTC", "timezone": "UTC"}})
+    res = import_files("slurm", [str(tmp_path / "sacct.txt")], cfg,
+                       options=ImportOptions(end_at=datetime(2026, 10, 1, 18, tzinfo=timezone.utc)))
+    folder = tmp_path / "b"
+    write_bundle(res, folder, cfg, replace=False)
+    ends = res.frames["allocations"].filter(pl.col("owner") == "acct-b")["end"].to_list()
+    assert ends == [datetime(2026, 10, 1, 18, tzinfo=timezone.utc)] * 2  # how the export marks them: its time
+    (folder / "inventory.csv").write_text("gpu_id,pool\n" + "".join(f"gpu001:gpu{i},p1\n" for i in range(3)))
+    (folder / "rates.csv").write_text("pool,price_per_gpu_hour\np1,10\n")
+    (folder / "ailedger.toml").write_text('[period]\ntimezone = "UTC"\n')
+    data = json.loads(CliRunner().invoke(main, ["budgets", str(folder), "--json"]).output)
+    assert data["burn_rate_at"] == "2026-10-02T00:00:00Z"
+    assert [(r["tenant"], r["cost_per_hour"], r["gpus"], r["allocations"]) for r in data["burn_rate"]] == [
+        ("acct-b", 20.0, 2.0, 2)]
+    past = json.loads(CliRunner().invoke(main, ["budgets", str(folder), "--json", "--as-of",
+                                                "2026-10-01T12:00:00Z"]).output)
+    assert [(r["tenant"], r["gpus"]) for r in past["burn_rate"]] == [("acct-b", 2.0)]
