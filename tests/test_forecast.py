@@ -119,3 +119,14 @@ def test_costs_are_never_forecast_negative():
 def test_t_quantiles_match_the_table(p, dof, table):
     """Student-t quantiles against a printed table (3 decimals)."""
     assert t_quantile(p, dof) == pytest.approx(table, abs=6e-3)
+
+
+def test_an_owner_that_began_mid_history_is_forecast_from_its_first_cost():
+    """Three days without cost, then two at $100 (a project that started on day 4): the forecast
+    starts at its first day with cost, so 3 days ahead = 3 x 100 = $300 from 2 days of history
+    (the five days' mean, 40 a day, would say $120). A history without any cost stays a known
+    zero: 0, not "no history"."""
+    f = forecast(history([0.0, 0.0, 0.0, 100.0, 100.0]), future(D0 + timedelta(days=5), 3))
+    assert f.point == 300.0 and f.history_days == 2 and f.model == "mean"
+    z = forecast(history([0.0] * 4), future(D0 + timedelta(days=4), 3))
+    assert z.point == 0.0 and z.history_days == 4
