@@ -80,6 +80,8 @@ def _at_or_above(value: float, threshold: float, money: bool) -> bool:
 
 
 def _budget_subject(r: dict) -> str:
+    if r["window_start"] is None:  # a budgets row validation refused: no owner or span to name
+        return f"budget {r['budget_id'] or '(no budget_id)'} (rejected row)"
     return f"budget {r['budget_id']} ({r['level']} {r['owner']}, {r['period_kind']})"
 
 
@@ -96,7 +98,7 @@ def _forecast_over_budget(status: pl.DataFrame, basis: str, cur: str, tz: str) -
         v, amount = r[col], r["amount"]
         if v is None or amount is None:
             out.append(_budget_row(r, "forecast_over_budget", state=UNKNOWN, threshold=amount, unit=cur,
-                                   message=f"forecast unknown: {r['note'] or 'no figure'}"))
+                                   message=f"cannot be told: {r['note'] or 'no figure'}"))
             continue
         over = _cents(v) > _cents(amount)
         out.append(_budget_row(
@@ -116,7 +118,7 @@ def _booked_over_budget(status: pl.DataFrame, pct: float, cur: str) -> list[dict
         threshold = None if amount is None else amount * pct / 100
         if v is None or threshold is None:
             out.append(_budget_row(r, "booked_over_budget", state=UNKNOWN, threshold=threshold, unit=cur,
-                                   message=f"booked cost unknown: {r['note'] or 'no figure'}"))
+                                   message=f"cannot be told: {r['note'] or 'no figure'}"))
             continue
         hit = _at_or_above(v, threshold, money=True)
         out.append(_budget_row(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from datetime import datetime
 from pathlib import Path
 
@@ -19,8 +20,12 @@ def find_config(source: str | Path, config_path: str | Path | None) -> Path | No
     if config_path is not None:
         return Path(config_path)
     p = Path(source)
-    for candidate in (p / CONFIG_NAME, p.with_suffix(".toml")):
-        if candidate.is_file() and candidate != p:
+    # "." and ".." have no name to put a suffix on: their absolute, normalised form does (a
+    # folder given as "." looks where the same folder given by name would); "/" has none at all.
+    named = Path(os.path.abspath(p))
+    beside = (named.with_suffix(".toml"),) if named.name else ()
+    for candidate in (p / CONFIG_NAME, *beside):
+        if candidate.is_file() and candidate != named:
             return candidate
     return None
 

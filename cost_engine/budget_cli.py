@@ -83,8 +83,12 @@ def render_budgets(report: budgets.BudgetReport, rate, tz: str, cur: str) -> str
     if report.status.height == 0:
         lines.append("  no budget in force" + (f" ({len(report.inactive)} not in force)" if report.inactive else ""))
     for r in map(terminal.safe_tree, report.status.iter_rows(named=True)):  # names from the data: inert, one line
+        shown = budgets.status_text(r["status"], r["note"])
+        if r["window_start"] is None:  # a row the budgets file had but validation refused
+            lines.append(f"  {r['budget_id'] or '(no budget_id)'}  [{shown}]")
+            continue
         span = f"{periods.local_date(r['window_start'], tz)}..{budgets.report_day(r['window_end'], tz)}"
-        lines.append(f"  {r['budget_id']}  {r['level']} {r['owner']}  {r['period_kind']} {span}  [{r['status']}]")
+        lines.append(f"  {r['budget_id']}  {r['level']} {r['owner']}  {r['period_kind']} {span}  [{shown}]")
         lines.append(
             f"    budget {_money(r['amount'])}  booked {_money(r['booked'])}  committed {_money(r['committed'])}  "
             f"forecast {_money(r['forecast'])}  projected {_money(r['projected'])}"
@@ -93,7 +97,7 @@ def render_budgets(report: budgets.BudgetReport, rate, tz: str, cur: str) -> str
             f"    80 % {_money(r['lo80'])} .. {_money(r['hi80'])}   95 % {_money(r['lo95'])} .. {_money(r['hi95'])}   "
             f"model: {r['model']}, {r['history_days']} days of history, {r['days_left']:.1f} days to forecast"
         )
-        if r["note"]:
+        if r["note"] and r["status"] != budgets.UNKNOWN:
             lines.append(f"    note: {r['note']}")
     if report.inactive:
         lines.append("  not in force: " + ", ".join(map(terminal.safe, report.inactive)))

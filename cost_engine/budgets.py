@@ -23,7 +23,9 @@ from .config import BOUNDARY_PRESETS
 from .contract import CATEGORIES, CATEGORY_SEPARATOR, TS
 from .engine import Computation
 from .forecast import MODEL_NAMES, forecast
-from .table_rules import exchange_rates
+from .table_rules import BUDGET_TAG, exchange_rates, rejected_budget_id
+
+UNKNOWN = "unknown"
 
 STATUS_SCHEMA = pl.Schema(
     {
@@ -94,11 +96,37 @@ def report_day(as_of: datetime, tz: str) -> date:
 
 def categories_of(boundary: str | None, categories: str | None, report_boundary: tuple[str, ...]) -> tuple[str, ...]:
     """The categories a budget counts: its boundary's (the report's when empty), narrowed to its list."""
-    base = report_boundary if boundary is None else CATEGORIES if boundary == "custom" else BOUNDARY_PRESETS[boundary]
+    base = _boundary_of(boundary, report_boundary)
     if not categories:
         return tuple(base)
     wanted = set(categories.split(CATEGORY_SEPARATOR))
     return tuple(c for c in base if c in wanted)
+
+
+def _boundary_of(boundary: str | None, report_boundary: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(report_boundary if boundary is None else CATEGORIES if boundary == "custom"
+                 else BOUNDARY_PRESETS[boundary])
+
+
+def category_problems(boundary: str | None, categories: str | None, report: tuple[str, ...], report_name: str
+                      ) -> list[str]:
+    """Why a budget's cost cannot be told from its categories (empty: it can): a category it
+    lists or its boundary holds that the report's boundary leaves out (never booked, so never
+    seen: unknown, not $0), a listed one its own boundary does not hold, or none left to count."""
+    base = _boundary_of(boundary, report)
+    listed = categories.split(CATEGORY_SEPARATOR) if categories else list(base)
+    out = []
+    outside_own = [c for c in listed if c not in base]
+    if boundary is not None and outside_own:
+        out.append(f"its boundary ({boundary}) does not hold {', '.join(outside_own)}, which it lists")
+    counted = listed if boundary is None else [c for c in listed if c in base]
+    left_out = [c for c in counted if c not in report]
+    if left_out:
+        out.append(f"the report's boundary ({report_name}) leaves out {', '.join(left_out)}, which this "
+                   "budget counts: its cost is unknown")
+    if not out and not categories_of(boundary, categories, report):
+        out.append("it counts no category")
+    return out
 
 
 def visible_budgets(budgets: pl.DataFrame, tenants: frozenset[str] | None, projects: pl.DataFrame) -> pl.DataFrame:
@@ -120,9 +148,13 @@ def evaluate(comp: Computation, as_of: datetime | None = None, now: datetime | N
     p = comp.period
     t = periods.resolve_as_of(p.start, p.end, p.timezone, as_of, now)
     live = periods.live_time(p.start, p.end, as_of, now)
+    # The rows the budgets file had but validation refused still show, as unknown (only for the
+    # source's own table, and not to a tenant-scoped user: rejected rows are fleet-wide).
+    refused = rejected_budgets(comp) if budgets is None and comp.scoped_to is None else []
     if budgets is None:
         budgets = comp.bundle["budgets"]
-    if budgets.height == 0:
+    refused = [r for r in refused if r["budget_id"] not in set(budgets["budget_id"].to_list())]
+    if budgets.height == 0 and not refused:
         return BudgetReport(t, pl.DataFrame(schema=STATUS_SCHEMA), pl.DataFrame(schema=PATH_SCHEMA), [], live)
     ctx = _Context.of(comp, t, committed)
     rows, paths, inactive = [], [], []
@@ -134,9 +166,42 @@ def evaluate(comp: Computation, as_of: datetime | None = None, now: datetime | N
         row, path = _one(ctx, b, span)
         rows.append(row)
         paths.append(path)
+    rows += [{k: r.get(k) for k in STATUS_SCHEMA} for r in refused]
     status = pl.DataFrame(rows, schema=STATUS_SCHEMA, orient="row") if rows else pl.DataFrame(schema=STATUS_SCHEMA)
     path = pl.concat(paths) if paths else pl.DataFrame(schema=PATH_SCHEMA)
     return BudgetReport(t, status, path, inactive, live)
+
+
+def status_text(status: str | None, note: str | None) -> str:
+    """A status as every surface shows it: within, at risk, over, or unknown (why)."""
+    if status == UNKNOWN:
+        return f"{UNKNOWN} ({note or 'no figure'})"
+    return status or UNKNOWN
+
+
+def rejected_budgets(comp: Computation) -> list[dict]:
+    """One status row per budgets row that validation rejected (docs/budgets.md): its budget_id
+    as written (None when it had none), status unknown, every figure null, and the file, row and
+    reasons in `note`. A store keeps each rejection it saw once; a rejected id that is also a
+    valid budget was fixed later and is left to the caller to drop."""
+    rej = comp.bundle.rejected.filter(pl.col("table") == "budgets")
+    if rej.height == 0:
+        return []
+    rows = (
+        rej.group_by("file", "row", maintain_order=True)
+        .agg(pl.col("reason").unique(maintain_order=True))
+        .sort("file", "row", nulls_last=True)
+    )
+    out = []
+    for r in rows.iter_rows(named=True):
+        ids = [rejected_budget_id(x) for x in r["reason"]]
+        bid = next((i for i in ids if i is not None), None)
+        tag = BUDGET_TAG.format(bid) if bid is not None else None
+        reasons = [x.removesuffix(tag) if tag else x for x in r["reason"]]
+        where = f"{r['file']} row {r['row']}" if r["file"] else f"row {r['row']}"
+        out.append({"budget_id": bid, "status": UNKNOWN, "categories": None,
+                    "note": f"rejected ({where}): {'; '.join(reasons)}"})
+    return out
 
 
 @dataclass(frozen=True)
@@ -176,11 +241,8 @@ def _one(ctx: _Context, b: dict, span: tuple[datetime, datetime]) -> tuple[dict,
     level = "tenant" if b["tenant"] is not None else "project"
     owner = b[level]
     cats = categories_of(b["boundary"], b["categories"], cfg.boundary.included)
-    notes: list[str] = []
-    missing = [c for c in cats if c not in cfg.boundary.included]
-    if missing:
-        notes.append(f"the report's boundary ({cfg.boundary.name}) leaves out {', '.join(missing)}, which this "
-                     "budget counts: its cost is unknown")
+    missing = category_problems(b["boundary"], b["categories"], cfg.boundary.included, cfg.boundary.name)
+    notes: list[str] = list(missing)
     amount = _in_period_currency(b["amount"], b["currency"], cfg, notes)
     known_owner = _owner_known(comp, level, owner)
     if not known_owner:
@@ -245,7 +307,7 @@ def _status(projected: float | None, hi80: float | None, booked: float | None, a
     """over: the projected total passes the budget; at risk: the 80 % interval's upper end does;
     within: neither. A budget exactly met is within."""
     if projected is None or amount is None or booked is None:
-        return "unknown"
+        return UNKNOWN
     if projected > amount:
         return "over"
     if hi80 is not None and hi80 > amount:

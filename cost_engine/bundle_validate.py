@@ -15,6 +15,7 @@ from .table_rules import post_parse as _post_parse
 from .table_rules import raw as _raw
 from .table_rules import rules as _rules
 from .table_rules import shown as _shown
+from .table_rules import tag_budget_rejections
 
 
 ROW = "_row"
@@ -93,6 +94,8 @@ def validate_frame(
         notes += cut
 
     rejected = pl.concat([bad, conflicts, overlapping])
+    if table == "budgets" and rejected.height:
+        rejected = tag_budget_rejections(rejected, raw.select(pl.col(ROW).alias("row"), "budget_id"))
     rejected = rejected.sort("row").select(
         pl.lit(table, pl.String).alias("table"), "row", "reason", pl.lit(file, pl.String).alias("file")
     )

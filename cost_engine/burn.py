@@ -53,10 +53,13 @@ def pool_rates(comp: Computation, as_of: datetime, days: int = RATE_DAYS) -> pl.
     )
 
 
-def held_after(comp: Computation, as_of: datetime) -> pl.DataFrame:
+def held_after(comp: Computation, as_of: datetime, still_open: pl.Series | None = None) -> pl.DataFrame:
     """Allocations that hold card-time after as_of and are known at as_of: running then, or
     starting after the data (reservations). Each with its owner, card, pool, share of the card
     and weight (card capacity x share: GPU-hours per hour held).
+
+    `still_open`: allocation ids held at as_of although their recorded end is not after it
+    (cut_at_export: closed by the export, not by the job).
 
     A model service's card-time is the callers' under inference recharge (as the engine books
     it): its rows go to the projects that paid for the model over the RATE_DAYS before as_of,
@@ -65,7 +68,10 @@ def held_after(comp: Computation, as_of: datetime) -> pl.DataFrame:
     alloc = comp.bundle["allocations"]
     t = pl.lit(as_of, TS)
     known = (pl.col("start") <= t) | (pl.col("start") >= pl.lit(comp.period.end, TS))
-    a = alloc.filter((pl.col("end") > t) & known)
+    running = pl.col("end") > t
+    if still_open is not None and still_open.len():
+        running = running | pl.col("allocation_id").is_in(still_open.implode())
+    a = alloc.filter(running & known)
     if a.height == 0:
         return pl.DataFrame(schema=HELD_SCHEMA)
     a = comp.ownership.resolve(
@@ -121,7 +127,10 @@ def burn_rate(comp: Computation, as_of: datetime, rates: pl.DataFrame | None = N
     "recent average". A pool without a recent rate leaves the tenant's figure unknown (null).
     """
     rates = rates if rates is not None else pool_rates(comp, as_of)
-    held = held_after(comp, as_of).filter(pl.col("start") <= pl.lit(as_of, TS))
+    # An export closes the jobs still running at its own time (slurm: End "Unknown" becomes
+    # --end-at; kube: the window's end): they were running when the data was taken, the data's
+    # latest word on "now". So they count as open (export_cut).
+    held = held_after(comp, as_of, cut_at_export(comp, as_of)).filter(pl.col("start") <= pl.lit(as_of, TS))
     if held.height == 0:
         return pl.DataFrame(schema=BURN_SCHEMA)
     per_pool = rates.group_by("pool").agg(
@@ -162,6 +171,16 @@ def burn_rate(comp: Computation, as_of: datetime, rates: pl.DataFrame | None = N
         .select(list(BURN_SCHEMA))
         .sort("cost_per_hour", "tenant", descending=[True, False], nulls_last=True)
     )
+
+
+def cut_at_export(comp: Computation, at: datetime) -> pl.Series:
+    """allocation_id of the allocations an export closed at its own time, as seen from `at`: per
+    allocation source whose data ends at or before `at` (none of its allocations runs past
+    `at`), those ending exactly where its latest one ends. A job that truly finished on that
+    very instant cannot be told from one the export cut there, and counts too."""
+    a = comp.bundle["allocations"].filter(pl.col("start") < pl.lit(at, TS))
+    last = pl.col("end").max().over("source")
+    return a.filter((last <= pl.lit(at, TS)) & (pl.col("end") == last))["allocation_id"]
 
 
 def last_power(comp: Computation, as_of: datetime, gpu_ids: list[str]) -> pl.DataFrame:

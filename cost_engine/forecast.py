@@ -28,6 +28,9 @@ TREND_MIN_DAYS = 28.0  # ... before a trend is fitted (four weeks: a shorter tre
 DAMPING = 0.9  # per day: a trend's reach fades (a damped trend); 10 days' worth at most
 KAPPA = 1.0  # weekday shrinkage: an effect seen on w days keeps w / (w + KAPPA) of its mean
 RHO_MAX = 0.9  # cap on the day-to-day correlation of residuals
+# A day's cost is never known better than this share of its level: a few identical days have
+# no residual, yet a month ahead is not certain (the interval's floor; docs/budgets.md).
+NOISE_FLOOR = 0.05
 _BACKFIT_ROUNDS = 50
 # Normal quantiles of the two-sided 80 % and 95 % intervals.
 _Z = {0.8: 1.2815515655446004, 0.95: 1.959963984540054}
@@ -127,23 +130,33 @@ class _Fit:
     days: int
     t_first: float
     t_last: float
+    damping: float = DAMPING
 
 
-def fit(history: pl.DataFrame, lookback_days: int = LOOKBACK_DAYS) -> _Fit:
-    """Fit the model on (day, cost, hours): the cost booked on each day over `hours` covered."""
+def fit(history: pl.DataFrame, lookback_days: int = LOOKBACK_DAYS, trend_min_days: float = TREND_MIN_DAYS,
+        damping: float = DAMPING) -> _Fit:
+    """Fit the model on (day, cost, hours): the cost booked on each day over `hours` covered.
+    `trend_min_days` and `damping` are the model's constants (the backtest tries others)."""
     h = history.filter(pl.col("hours") > 0).sort("day")
     if h.height and lookback_days:
         h = h.filter(pl.col("day") > h["day"].max() - pl.duration(days=lookback_days))
+    # An owner that began mid-history (a new project) is forecast from its first day with cost:
+    # the days before it say nothing about its pace (the backtest's "new" owners ran -54 % low
+    # on day 10 with them). All days without cost stay: a known zero.
+    paid = h.filter(pl.col("cost") > 0)
+    if paid.height:
+        h = h.filter(pl.col("day") >= paid["day"].min())
     n = h.height
     if n == 0:
-        return _Fit("none", 0.0, 0.0, 0.0, 0.0, 0.0, np.zeros(7), np.zeros(7), None, None, 0.0, 0.0, 0, 0.0, 0.0)
+        return _Fit("none", 0.0, 0.0, 0.0, 0.0, 0.0, np.zeros(7), np.zeros(7), None, None, 0.0, 0.0, 0, 0.0, 0.0,
+                    damping)
     w = h["hours"].to_numpy() / HOURS_PER_DAY
     y = h["cost"].to_numpy() / w  # the cost of a full day at that day's rate
     t = _days(h["day"])
     dow = _weekday(h["day"])
     w_sum = float(w.sum())
     use_week = w_sum >= WEEKDAY_MIN_DAYS
-    use_trend = w_sum >= TREND_MIN_DAYS
+    use_trend = w_sum >= trend_min_days
     model = "weekday_trend" if use_trend else "weekday" if use_week else "mean"
     t_mean = float((w * t).sum() / w_sum)
     tc = t - t_mean
@@ -169,8 +182,10 @@ def fit(history: pl.DataFrame, lookback_days: int = LOOKBACK_DAYS) -> _Fit:
     terms = 1.0 + (1.0 if use_trend else 0.0) + (float((w_day / (w_day + KAPPA)).sum()) if use_week else 0.0)
     dof = w_sum - terms
     sigma = math.sqrt(float((w * resid * resid).sum()) / dof) if dof >= 1 else None
+    if sigma is not None:
+        sigma = max(sigma, NOISE_FLOOR * abs(level))
     return _Fit(model, level, slope, t_mean, sxx, w_sum, effects, w_day, sigma, dof if dof >= 1 else None,
-                _lag1(t, resid), _drift(t, resid), n, float(t[0]), float(t[-1]))
+                _lag1(t, resid), _drift(t, resid), n, float(t[0]), float(t[-1]), damping)
 
 
 def _lag1(t: np.ndarray, resid: np.ndarray) -> float:
@@ -195,9 +210,10 @@ def _drift(t: np.ndarray, resid: np.ndarray) -> float:
     return max(float((d * d).mean() + 2 * (d[run] * d[run + 1]).mean()), 0.0)
 
 
-def forecast(history: pl.DataFrame, future: pl.DataFrame, lookback_days: int = LOOKBACK_DAYS) -> Forecast:
+def forecast(history: pl.DataFrame, future: pl.DataFrame, lookback_days: int = LOOKBACK_DAYS,
+             trend_min_days: float = TREND_MIN_DAYS, damping: float = DAMPING) -> Forecast:
     """The cost of the `future` days (day, hours to forecast) from the `history` (day, cost, hours)."""
-    f = fit(history, lookback_days)
+    f = fit(history, lookback_days, trend_min_days, damping)
     fut = future.filter(pl.col("hours") > 0).sort("day")
     if fut.height == 0:
         empty = pl.DataFrame(schema=PATH_SCHEMA)
@@ -245,7 +261,8 @@ def _trend_x(f: _Fit, t: np.ndarray) -> np.ndarray:
     and likewise backwards before its first day."""
     ahead = np.maximum(t - f.t_last, 0.0)
     back = np.maximum(f.t_first - t, 0.0)
-    reach = lambda h: DAMPING * (1 - DAMPING**h) / (1 - DAMPING)  # noqa: E731
+    phi = f.damping
+    reach = (lambda h: h) if phi >= 1 else (lambda h: phi * (1 - phi**h) / (1 - phi))  # noqa: E731
     inside = np.clip(t, f.t_first, f.t_last) - f.t_mean
     return inside + reach(ahead) - reach(back)
 

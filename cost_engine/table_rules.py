@@ -155,6 +155,29 @@ def _budget_rules(config: Config) -> list[Problem]:
     ]
 
 
+BUDGET_TAG = " (budget_id {})"  # ends a rejected budget row's reason: which budget the row was
+
+
+def tag_budget_rejections(rejected: pl.DataFrame, raw_ids: pl.DataFrame) -> pl.DataFrame:
+    """Rejected budgets rows (row, reason) with the budget_id as written appended to the reason, so
+    a rejected budget can still be listed by name (docs/budgets.md) wherever the rejection goes,
+    a store's rejected table included. `raw_ids`: row, budget_id (raw text, null when empty)."""
+    ids = raw_ids.select("row", pl.col("budget_id").cast(pl.String).str.strip_chars().alias("__id"))
+    tag = pl.format(BUDGET_TAG, pl.col("__id"))
+    return (
+        rejected.join(ids, on="row", how="left")
+        .with_columns(pl.when(pl.col("__id").is_not_null() & (pl.col("__id") != ""))
+                      .then(pl.col("reason") + tag).otherwise(pl.col("reason")).alias("reason"))
+        .drop("__id")
+    )
+
+
+def rejected_budget_id(reason: str) -> str | None:
+    """The budget_id a rejected budget row's reason ends with (tag_budget_rejections), or None."""
+    head, sep, tail = reason.rpartition(BUDGET_TAG.split("{}")[0])
+    return tail[:-1] if sep and tail.endswith(")") else None
+
+
 def _non_negative(name: str) -> Problem:
     return Problem(pl.col(name) < 0, pl.format(f"{name} {{}} is negative", shown(raw(name))))
 

@@ -7,7 +7,7 @@ from zoneinfo import ZoneInfo
 import polars as pl
 import streamlit as st
 
-from cost_engine import charts, uploads
+from cost_engine import budgets, charts, uploads
 from cost_engine.access import AccessError
 from pages import common
 
@@ -27,7 +27,8 @@ st.caption(
 alerts: pl.DataFrame = b["alerts"]
 firing = alerts.filter(pl.col("state") == "firing")
 cols = st.columns(4)
-cols[0].metric("Budgets in force", f"{status.height}", border=True)
+cols[0].metric("Budgets in force", f"{status.height}", border=True,
+               help="Rows the budgets file had but validation refused count too, as unknown.")
 cols[1].metric("Over budget (projected)", f"{status.filter(pl.col('status') == 'over').height}", border=True)
 cols[2].metric("At risk (80 % interval)", f"{status.filter(pl.col('status') == 'at risk').height}", border=True)
 cols[3].metric("Alerts firing", f"{firing.height}", border=True)
@@ -37,8 +38,10 @@ if status.height == 0:
     st.info("No budget in force at the report time." + (" Not in force: " + ", ".join(b["inactive"]) if b["inactive"]
                                                          else " Add one below (administrators) or as a budgets file."))
 else:
+    said = pl.struct("status", "note").map_elements(lambda r: budgets.status_text(r["status"], r["note"]),
+                                                    return_dtype=pl.String)
     shown = status.select(
-        "budget_id", "status", "level", "owner", "period_kind",
+        "budget_id", said.alias("status"), "level", "owner", "period_kind",
         pl.col("window_start").dt.convert_time_zone(tz).dt.date().alias("from"),
         (pl.col("window_end") - pl.duration(microseconds=1)).dt.convert_time_zone(tz).dt.date().alias("to"),
         "amount", "booked", "committed", "forecast", "projected", "lo80", "hi80", "lo95", "hi95",
@@ -55,21 +58,26 @@ else:
     })
 
     st.subheader("Burn-down")
-    ids = status["budget_id"].to_list()
+    # A row validation refused has no span to draw: the table above says why.
+    drawn = status.filter(pl.col("window_start").is_not_null())
+    ids = drawn["budget_id"].to_list()
     label = {r["budget_id"]: f"{r['budget_id']} · {r['level']} {r['owner']} · {r['status']}"
-             for r in status.iter_rows(named=True)}
-    chosen = st.selectbox("Budget", ids, format_func=lambda i: label[i], key="burndown_budget")
-    row = status.filter(pl.col("budget_id") == chosen).row(0, named=True)
-    path = b["path"].filter(pl.col("budget_id") == chosen)
-    common.chart(charts.budget_burndown(path, row["amount"], f"{row['budget_id']} ({row['owner']})", cur, tz),
-                 "budget_burndown", name=f"burndown-{chosen}")
-    if row["projected"] is not None:
-        st.caption(common.md(
-            f"Projected {row['projected']:,.2f} of {row['amount']:,.2f} {cur}: booked {row['booked']:,.2f} + the larger "
-            f"of forecast {row['forecast']:,.2f} and committed {row['committed']:,.2f}. Model: {row['model']} on "
-            f"{row['history_days']} days of history; {row['days_left']:.1f} days forecast."))
+             for r in drawn.iter_rows(named=True)}
+    if drawn.height == 0:
+        st.caption("No budget with a span to draw.")
     else:
-        st.warning(common.md(f"Unknown: {row['note']}"))
+        chosen = st.selectbox("Budget", ids, format_func=lambda i: label[i], key="burndown_budget")
+        row = status.filter(pl.col("budget_id") == chosen).row(0, named=True)
+        path = b["path"].filter(pl.col("budget_id") == chosen)
+        common.chart(charts.budget_burndown(path, row["amount"], f"{row['budget_id']} ({row['owner']})", cur, tz),
+                     "budget_burndown", name=f"burndown-{chosen}")
+        if row["projected"] is not None:
+            st.caption(common.md(
+                f"Projected {row['projected']:,.2f} of {row['amount']:,.2f} {cur}: booked {row['booked']:,.2f} + "
+                f"the larger of forecast {row['forecast']:,.2f} and committed {row['committed']:,.2f}. Model: {row['model']} on "
+                f"{row['history_days']} days of history; {row['days_left']:.1f} days forecast."))
+        else:
+            st.warning(common.md(f"Unknown: {row['note']}"))
 
 st.subheader("Alerts")
 if alerts.height == 0:

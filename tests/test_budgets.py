@@ -71,13 +71,18 @@ def test_a_budget_exactly_met():
     assert states == {"booked_over_budget": "firing", "forecast_over_budget": "ok"}
 
 
-def test_month_forecast_of_a_constant_series_with_a_zero_width_interval():
+def test_month_forecast_of_a_constant_series_with_a_floored_interval():
     """proj-a, October, $5,000: booked 3 days x 240 = 720; the other 28 days at the same $240 =
-    6,720 (model "mean": 3 days of history); projected 7,440 with every bound on it; over."""
+    6,720 (model "mean": 3 days of history); projected 7,440; over. Three identical days no
+    longer give a zero-width month (issue 43, item 5): the forecast's 80 % interval is 6,720
+    -+ 384.89 (tests/test_forecast.py, test_three_identical_days_do_not_give_a_zero_width_month),
+    so the projection's is 720 + 6,335.11 .. 720 + 7,104.89 = 7,055.11 .. 7,824.89; 95 %
+    6,561.75 .. 8,318.25."""
     comp = run([{"budget_id": "oct", "project": "proj-a", "period_kind": "month", "amount": 5000.0}])
     r = status(comp)["oct"]
     assert r["booked"] == 720.0 and r["forecast"] == 6720.0 and r["projected"] == 7440.0
-    assert (r["lo80"], r["hi80"], r["lo95"], r["hi95"]) == (7440.0, 7440.0, 7440.0, 7440.0)
+    assert (r["lo80"], r["hi80"]) == (pytest.approx(7055.11, abs=0.01), pytest.approx(7824.89, abs=0.01))
+    assert (r["lo95"], r["hi95"]) == (pytest.approx(6561.75, abs=0.01), pytest.approx(8318.25, abs=0.01))
     assert r["status"] == "over" and r["model"] == "mean daily cost" and r["history_days"] == 3
     assert r["window_start"] == datetime(2026, 10, 1, tzinfo=timezone.utc)
     assert r["window_end"] == datetime(2026, 11, 1, tzinfo=timezone.utc)
@@ -238,6 +243,11 @@ def test_budget_rows_are_validated_with_row_and_reason(tmp_path):
     assert b["budgets"]["currency"].to_list() == ["USD", "USD"]
     reasons = {r["row"]: r["reason"] for r in b.rejected.filter(pl.col("table") == "budgets").iter_rows(named=True)}
     assert set(reasons) == {2, 3, 4, 5, 6, 7, 8, 9, 10}
+    # Each reason ends with the budget_id as written, so the row can be listed by name later.
+    ids = {2: "both", 3: "neither", 4: "kind", 5: "zero", 6: "custom", 7: "cats", 8: "bound", 9: "needcats",
+           10: "money"}
+    assert all(reasons[n].endswith(f" (budget_id {i})") for n, i in ids.items())
+    reasons = {n: r.removesuffix(f" (budget_id {ids[n]})") for n, r in reasons.items()}
     assert "give one of them" in reasons[2]
     assert reasons[3] == "budget needs a tenant or a project"
     assert "unknown period_kind 'weekly'" in reasons[4]
@@ -448,3 +458,173 @@ def test_burn_down_chart_draws_the_path():
     assert fig["layout"]["shapes"][0]["y0"] == 0
     empty = json.loads(charts.budget_burndown(budgets.evaluate(comp).path.clear(), None, "x").to_json())
     assert empty["data"] == [] and "see its note" in empty["layout"]["annotations"][0]["text"]
+
+
+def test_a_folder_given_as_dot_dotdot_or_with_a_slash_reads_like_any_folder(tmp_path, monkeypatch):
+    """Issue 43 (6): `report .`, `budgets .`, `alerts .` (no config inside the folder) exited 2 with
+    "PosixPath('.') has an empty name". Each spelling of the folder now gives what its name gives:
+    one allocation of proj-a, 2026-10-01 00:00 .. 10-02 00:00, no rates, and a month budget of $100."""
+    folder = tmp_path / "bundle"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "allocations.csv").write_text("allocation_id,gpu_id,start,end,owner\n"
+                                            "a1,g1,2026-10-01T00:00:00Z,2026-10-02T00:00:00Z,proj-a\n")
+    (folder / "budgets.csv").write_text("budget_id,project,period_kind,amount\nm,proj-a,month,100\n")
+    runner = CliRunner()
+
+    def same(out: str) -> dict:  # all but the source as given
+        return {k: v for k, v in json.loads(out).items() if k != "source"}
+
+    # Every spelling through `budgets`; `report` and `alerts` with "." (the same lookup).
+    spellings = {"budgets": (".", "./", "../bundle/"), "report": (".",), "alerts": (".",)}
+    for cmd, given in spellings.items():
+        named = runner.invoke(main, [cmd, str(folder), "--json"])
+        assert named.exit_code == 0, named.output
+        monkeypatch.chdir(folder)
+        for spelling in given:
+            res = runner.invoke(main, [cmd, spelling, "--json"])
+            assert res.exit_code == 0, (cmd, spelling, res.output)
+            assert same(res.output) == same(named.output)
+        monkeypatch.chdir(tmp_path)
+    monkeypatch.chdir(folder / "sub")
+    res = runner.invoke(main, ["budgets", "..", "--json"])
+    assert res.exit_code == 0, res.output
+    monkeypatch.chdir(tmp_path)
+    res = runner.invoke(main, ["budgets", str(folder)])
+    assert "m  project proj-a  month 2026-10-01..2026-10-31" in res.output
+
+
+REFUSED = {  # budget_id -> what the row did wrong (BAD_BUDGETS, plus a negative amount)
+    "both": "give one of them", "neither": "budget needs a tenant or a project", "kind": "unknown period_kind",
+    "zero": "amount 0 must be above 0", "custom": "custom needs a start and an end",
+    "cats": "unknown categories 'gpus'",
+    "bound": "unknown boundary 'wide'", "needcats": "boundary custom needs a categories list",
+    "money": "currency EUR differs from USD and no rate is configured", "minus": "amount -5 must be above 0",
+}
+
+
+def refused_folder(tmp_path):
+    folder = tmp_path / "refused"
+    folder.mkdir()
+    (folder / "allocations.csv").write_text("allocation_id,gpu_id,start,end,owner\n"
+                                            "a1,g1,2026-10-01T00:00:00Z,2026-10-02T00:00:00Z,t-a\n")
+    (folder / "budgets.csv").write_text(BAD_BUDGETS + "minus,t-a,,month,-5,,,,,\n,t-a,,month,7,,,,,\n")
+    return folder
+
+
+def test_every_rejected_budget_row_is_listed_unknown_on_every_surface(tmp_path):
+    """Issue 43 (1): the ten refused rows (EUR without a rate, a misspelt category, a negative
+    amount, ...) and one without a budget_id used to vanish: `alerts` said "0 firing, 0 unknown".
+    Now each is a budget with status unknown and the file, row and reason in its note; each is
+    an unknown forecast_over_budget check ("cannot be told"); nothing fires, so `alerts` exits
+    0 as documented. 2 valid + 11 refused = 13 budgets; 13 checks, 11 unknown."""
+    folder = refused_folder(tmp_path)
+    res = CliRunner().invoke(main, ["alerts", str(folder), "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.output)
+    assert (data["firing"], data["unknown"], data["checked"]) == (0, 11, 13)
+    unknown = {a["budget_id"]: a for a in data["alerts"] if a["state"] == "unknown"}
+    assert set(unknown) == {*REFUSED, None}
+    for bid, why in REFUSED.items():
+        assert unknown[bid]["rule"] == "forecast_over_budget" and unknown[bid]["value"] is None
+        assert unknown[bid]["message"].startswith("cannot be told: rejected (budgets.csv row ")
+        assert why in unknown[bid]["message"] and "(budget_id" not in unknown[bid]["message"]
+    assert unknown[None]["message"].endswith("(budgets.csv row 13): missing required budget_id")
+    rows = {b["budget_id"]: b for b in data["budgets"]}
+    assert rows["money"]["status"] == "unknown" and rows["money"]["amount"] is None
+    assert rows["money"]["note"] == ("rejected (budgets.csv row 10): currency EUR differs from USD and no rate "
+                                     "is configured")
+    assert rows["ok-1"]["status"] == "within"
+    text = CliRunner().invoke(main, ["alerts", str(folder)])
+    assert text.exit_code == 0 and "0 firing, 11 unknown, 13 checked" in text.output
+    assert "UNKNOWN  forecast_over_budget       budget minus (rejected row): cannot be told: rejected " \
+           "(budgets.csv row 12): amount -5 must be above 0" in text.output
+    shown = CliRunner().invoke(main, ["budgets", str(folder)])
+    assert shown.exit_code == 0
+    assert "  minus  [unknown (rejected (budgets.csv row 12): amount -5 must be above 0)]" in shown.output
+    assert "  (no budget_id)  [unknown (rejected (budgets.csv row 13): missing required budget_id)]" in shown.output
+    as_json = json.loads(CliRunner().invoke(main, ["budgets", str(folder), "--json"]).output)
+    assert [b["budget_id"] for b in as_json["budgets"]] == [
+        "ok-1", "ok-2", "both", "neither", "kind", "zero", "custom", "cats", "bound", "needcats", "money", "minus",
+        None]
+
+
+def test_a_store_lists_its_rejected_budget_rows_until_they_are_fixed(tmp_path):
+    """The same rows through a store: its rejected table keeps them, so `budgets` lists the 11
+    refused rows as unknown. A later ingest with "money" fixed (a USD amount) makes it a budget
+    like any other: listed once, evaluated, no longer unknown."""
+    folder = refused_folder(tmp_path)
+    db = tmp_path / "s.duckdb"
+    assert CliRunner().invoke(main, ["ingest", str(folder), "--db", str(db)]).exit_code == 0
+    data = json.loads(CliRunner().invoke(main, ["budgets", str(db), "--json"]).output)
+    assert sum(b["status"] == "unknown" for b in data["budgets"]) == 11
+    (folder / "budgets.csv").write_text("budget_id,tenant,period_kind,amount\nmoney,t-a,month,100\n")
+    assert CliRunner().invoke(main, ["ingest", str(folder), "--db", str(db)]).exit_code == 0
+    data = json.loads(CliRunner().invoke(main, ["budgets", str(db), "--json"]).output)
+    money = [b for b in data["budgets"] if b["budget_id"] == "money"]
+    assert len(money) == 1 and money[0]["status"] == "within" and money[0]["amount"] == 100.0
+    assert sum(b["status"] == "unknown" for b in data["budgets"]) == 10
+
+
+def test_a_budget_whose_categories_the_boundary_leaves_out_is_unknown_not_zero():
+    """Issue 43 (2): `categories = power` with an empty boundary under a rental report: power is
+    never booked under rental, so the budget's cost cannot be seen; it read booked 0.00,
+    projected 0.00, within. Now unknown with the reason; so is a budget listing a category its
+    own boundary does not hold (energy_only, depreciation), which counts nothing at all. The
+    same power budget under fully_loaded is known: proj-a holds g1 24 h a day at $10 rental,
+    no telemetry, so no power: booked 3 x 0 = 0.00, a true zero."""
+    rows = [
+        {"budget_id": "pw", "project": "proj-a", "period_kind": "month", "amount": 10.0, "categories": "power"},
+        {"budget_id": "own", "project": "proj-a", "period_kind": "month", "amount": 10.0, "boundary": "energy_only",
+         "categories": "depreciation"},
+        {"budget_id": "rent", "project": "proj-a", "period_kind": "month", "amount": 10_000.0,
+         "categories": "gpu_rental"},
+    ]
+    s = status(run(rows, config={**CONFIG, "boundary": {"name": "rental"}}))
+    assert s["pw"]["status"] == "unknown" and s["pw"]["booked"] is None and s["pw"]["projected"] is None
+    assert "the report's boundary (rental) leaves out power" in s["pw"]["note"]
+    assert s["own"]["status"] == "unknown" and s["own"]["booked"] is None
+    assert "its boundary (energy_only) does not hold depreciation" in s["own"]["note"]
+    # gpu_rental under rental: 3 days x 240 booked, 28 more at 240 = 7,440 projected.
+    assert (s["rent"]["status"], s["rent"]["booked"], s["rent"]["projected"]) == ("within", 720.0, 7440.0)
+    loaded = status(run(rows, config={**CONFIG, "boundary": {"name": "fully_loaded"}}))
+    assert loaded["pw"]["status"] == "within" and loaded["pw"]["booked"] == 0.0
+    found = alerts.evaluate(run(rows, config={**CONFIG, "boundary": {"name": "rental"}}),
+                            budgets.evaluate(run(rows, config={**CONFIG, "boundary": {"name": "rental"}})))
+    states = {r["budget_id"]: r["state"] for r in found.iter_rows(named=True)}
+    assert states == {"pw": "unknown", "own": "unknown", "rent": "ok"}
+
+
+SACCT = """JobID|Account|User|Partition|Submit|Start|End|State|AllocTRES|ReqTRES|NodeList|Reason
+2001|acct-a|u|gpu|2026-10-01T00:00:00|2026-10-01T00:00:00|2026-10-01T12:00:00|COMPLETED|gres/gpu=1|gres/gpu=1|gpu001|None
+2002|acct-b|u|gpu|2026-10-01T06:00:00|2026-10-01T06:00:00|Unknown|RUNNING|gres/gpu=2|gres/gpu=2|gpu001|None
+"""
+
+
+def test_burn_rate_counts_jobs_the_export_closed_as_running(tmp_path):
+    """Issue 43 (5): sacct prints End "Unknown" for a RUNNING job; `import --end-at` ends it at
+    the export time (10-01 18:00 UTC), where the data stops. The burn rate read after that (the
+    data's end, 10-02 00:00) dropped it. Now the jobs ending where their source's allocations
+    stop count as running: acct-b's 2 cards x $10 per GPU-hour = $20/h (p1's rate: $360 over
+    12 + 2 x 12 = 36 allocated GPU-hours = $10). acct-a's job finished at 12:00 (not where the
+    data stops): not counted. At --as-of 10-01T12:00Z (inside the data) the same 2 cards run."""
+    from cost_engine.config import parse_config as cfg_of
+    from cost_engine.importers import ImportOptions, import_files, write_bundle
+
+    (tmp_path / "sacct.txt").write_text(SACCT)
+    cfg = cfg_of({"period": {"source_timezone": "UTC", "timezone": "UTC"}})
+    res = import_files("slurm", [str(tmp_path / "sacct.txt")], cfg,
+                       options=ImportOptions(end_at=datetime(2026, 10, 1, 18, tzinfo=timezone.utc)))
+    folder = tmp_path / "b"
+    write_bundle(res, folder, cfg, replace=False)
+    ends = res.frames["allocations"].filter(pl.col("owner") == "acct-b")["end"].to_list()
+    assert ends == [datetime(2026, 10, 1, 18, tzinfo=timezone.utc)] * 2  # how the export marks them: its time
+    (folder / "inventory.csv").write_text("gpu_id,pool\n" + "".join(f"gpu001:gpu{i},p1\n" for i in range(3)))
+    (folder / "rates.csv").write_text("pool,price_per_gpu_hour\np1,10\n")
+    (folder / "ailedger.toml").write_text('[period]\ntimezone = "UTC"\n')
+    data = json.loads(CliRunner().invoke(main, ["budgets", str(folder), "--json"]).output)
+    assert data["burn_rate_at"] == "2026-10-02T00:00:00Z"
+    assert [(r["tenant"], r["cost_per_hour"], r["gpus"], r["allocations"]) for r in data["burn_rate"]] == [
+        ("acct-b", 20.0, 2.0, 2)]
+    past = json.loads(CliRunner().invoke(main, ["budgets", str(folder), "--json", "--as-of",
+                                                "2026-10-01T12:00:00Z"]).output)
+    assert [(r["tenant"], r["gpus"]) for r in past["burn_rate"]] == [("acct-b", 2.0)]

@@ -53,3 +53,20 @@ def test_overview_lists_the_firing_alerts(comp):
     warnings = [w.value for w in at.warning]
     assert len(warnings) == firing.height == 1
     assert "bud\\-rlhf\\-month" in warnings[0] and "forecast\\_over\\_budget" in warnings[0]
+
+
+def test_budgets_page_lists_rejected_rows_as_unknown(tmp_path, monkeypatch):
+    """Issue 43 (1): a budgets file with two valid rows and eleven refused ones (tests/test_budgets.py,
+    refused_folder): the page's table holds all 13, each refused one with status
+    "unknown (rejected (budgets.csv row N): reason)"; the burn-down offers only the two with a span."""
+    from tests.test_budgets import refused_folder
+
+    monkeypatch.setenv("AILEDGER_SOURCE", str(refused_folder(tmp_path)))
+    at = open_page("budgets")
+    shown = next(d.value for d in at.dataframe if "projected" in d.value.columns)
+    said = dict(zip(shown["budget_id"], shown["status"]))
+    assert len(shown) == 13 and said["ok-1"] == "within"
+    assert said["minus"] == "unknown (rejected (budgets.csv row 12): amount -5 must be above 0)"
+    assert said["money"] == "unknown (rejected (budgets.csv row 10): currency EUR differs from USD and no rate is " \
+                            "configured)"
+    assert [o.split(" · ")[0] for o in at.selectbox(key="burndown_budget").options] == ["ok-1", "ok-2"]
