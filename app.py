@@ -78,10 +78,19 @@ else:
     sidebar()
     # The footer: which ailedger this is (sidebar bottom, so it shows even when a page stops early).
     st.sidebar.caption(f"ailedger {__version__}")
+    from streamlit.runtime.scriptrunner_utils.exceptions import StopException
+
+    from pages.sidebar import finish_link
+
     try:
         page.run()
+    except StopException:
+        finish_link()  # a page that stops early still links to what it shows
+        raise
     except Exception as exc:  # noqa: BLE001 - st.stop / st.rerun are not Exceptions and pass through
         # No page ever shows a traceback: a message that says what to do, the details in the log.
         if os.environ.get("AILEDGER_DEBUG") == "1":
             raise
         show_error(exc, page.title)
+    # "Copy link" shows the address bar's view, page keys set during this run included.
+    finish_link()

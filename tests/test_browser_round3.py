@@ -1,0 +1,61 @@
+"""Issue 42 in a real browser (Debian's Chromium, Playwright): "Copy link" carries the ranking
+level and sort the address bar carries; selecting every value of a filter says what it leaves
+out; a broken upload is refused in the project's words with the source unchanged.
+
+One `streamlit run` for the module, reading a DuckDB store of the sample fleet."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+
+from tests.dashboard_support import make_store, no_exceptions, open_url, pick, settle, streamlit_server
+from tests.test_browser_views import copied_link, new_page, reopened, snapshot
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def served(chromium, tmp_path_factory) -> dict:
+    root = tmp_path_factory.mktemp("round3")
+    run = root / "run"
+    run.mkdir()
+    store = make_store(root / "store")
+    env = {"AILEDGER_SOURCE": str(store), "AILEDGER_CHROMIUM": chromium,
+           "AILEDGER_UPLOAD_DIR": str(root / "uploads")}
+    try:
+        with streamlit_server(env, root / "streamlit.log", cwd=run) as url:
+            yield {"url": url, "store": store, "root": root}
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
+
+
+def test_copy_link_keeps_the_ranking_level_and_sort(served, browser):
+    """Item 1. On main, picking Projects in "Rank" put rank=project in the address bar but not in
+    "Copy link" (drawn in the sidebar before the page set it): the colleague opened Tenants. Now
+    the link is the address bar's view, and reopens the same rank, sort, period, boundary and
+    filters in a fresh browser."""
+    url = served["url"]
+    pg = new_page(browser)
+    try:
+        open_url(pg, f"{url}/rankings?period=custom&from=2026-10-07&to=2026-10-10&boundary=rental"
+                     "&f_tenant=research&f_tenant=product")
+        no_exceptions(pg)
+        pg.locator('[data-testid="stButtonGroup"]').get_by_text("Projects", exact=True).click()
+        pg.wait_for_url(re.compile(r"rank=project"))
+        settle(pg)
+        main = pg.locator('[data-testid="stMain"]')
+        pick(pg, main.locator('[data-testid="stSelectbox"]').filter(has_text="Sort by"), "GPU-hours")
+        pg.wait_for_url(re.compile(r"sort=gpu_hours"))
+        first = snapshot(pg)
+        link = copied_link(pg)
+        assert parse_qs(urlparse(link).query) == first["query"]
+        assert first["query"]["rank"] == ["project"] and first["query"]["sort"] == ["gpu_hours"]
+        assert first["query"]["f_tenant"] == ["product", "research"] and first["query"]["boundary"] == ["rental"]
+        assert first["dates"] == ["2026-10-07", "2026-10-10"]
+    finally:
+        pg.context.close()
+    again = reopened(browser, link, first)
+    assert again == first
