@@ -176,6 +176,40 @@ def apply_filters(comp: Computation, filters: Filters | None) -> Computation:
     return out
 
 
+# What a money row lacks to pass a filter of each dimension whatever values it names.
+LACKS = {"pools": "costs without a pool", "accelerators": "costs not on a card (no accelerator)",
+         "workloads": "costs without a workload (idle capacity, direct charges)",
+         "tenants": "costs without a tenant (idle capacity, unattributed)"}
+
+
+def left_out(comp: Computation, filters: Filters | None) -> pl.DataFrame:
+    """What each active filter leaves out whatever values it names: the money, under the other
+    filters, of rows that have no value of its dimension (a filter keeps the values it names,
+    so selecting every value still drops these). Columns: filter, what, amount; one row per
+    active filter with a non-zero amount. Selecting every value of one filter plus this amount
+    is the unfiltered total."""
+    rows: list[dict[str, Any]] = []
+    if filters is None or filters.empty:
+        return pl.DataFrame(rows, schema={"filter": pl.Utf8, "what": pl.Utf8, "amount": pl.Float64})
+    cards = comp.ledger.cards
+    for name in LACKS:
+        if not getattr(filters, name):
+            continue
+        money = apply_filters(comp, filters.model_copy(update={name: ()})).money
+        if name in ("pools", "accelerators"):
+            col = "pool" if name == "pools" else "accelerator"
+            blank_cards = cards.filter(pl.col(col).is_null())["gpu_id"].to_list()
+            lacks = pl.col("gpu_id").is_null() | _isin("gpu_id", blank_cards)
+            if name == "pools":  # a row spread without a card passes by its own pool
+                lacks = (pl.col("gpu_id").is_null() & pl.col("pool").is_null()) | _isin("gpu_id", blank_cards)
+        else:
+            lacks = pl.col(name.removesuffix("s")).is_null()
+        amount = float(money.filter(lacks)["amount"].sum())
+        if amount:
+            rows.append({"filter": name, "what": LACKS[name], "amount": amount})
+    return pl.DataFrame(rows, schema={"filter": pl.Utf8, "what": pl.Utf8, "amount": pl.Float64})
+
+
 def _unmapped_within(unmapped: pl.DataFrame, money: pl.DataFrame, narrowed: pl.DataFrame) -> pl.DataFrame:
     """What each unmapped caller key paid per model, scaled to the part of the model's recharged
     money the filters keep (their collapsed line in `money`: unattributed, u_key null)."""

@@ -624,12 +624,26 @@ def header(ctx: Ctx, title: str) -> None:
     a = ctx.config.allocation
     st.caption(f"{md(when)} · boundary **{ctx.config.boundary.name}** · idle {a.idle} · recharge "
                f"{a.inference_recharge} · {p.currency} · {md(ctx.filters.describe())}")
+    filter_note(ctx)
     notes = st.session_state.pop(PROBLEMS_KEY, [])
     if ctx.chosen is not None and ctx.chosen.note:
         notes.append(ctx.chosen.note)
     if notes:
         st.warning("This view could not use everything asked for: " + "; ".join(md(n) for n in notes) + ".",
                    icon=":material/info:")
+
+
+def filter_note(ctx: Ctx) -> None:
+    """Say what the filters leave out whatever values they name (views.left_out): selecting
+    every pool still drops the costs that have no pool, and that must not pass unnoticed."""
+    if ctx.filters.empty:
+        return
+    lo = ctx.view("left_out")
+    if lo.height:
+        cur = ctx.currency
+        st.info("Not in these figures: " + "; ".join(
+            f"{r['what']}: {fmt(r['amount'], cur)} {md(cur)} not shown" for r in lo.iter_rows(named=True))
+            + " (a filter keeps only the values it names).", icon=":material/filter_alt:")
 
 
 # ---------------------------------------------------------------------------------- formatting

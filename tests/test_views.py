@@ -428,3 +428,60 @@ def test_views_never_import_streamlit():
             "cost_engine.exporters.review_pack, cost_engine.uploads; "
             "sys.exit(1 if 'streamlit' in sys.modules else 0)")
     assert subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parent.parent).returncode == 0
+
+
+# ------------------------------------------------------------------ issue 42 item 2: select all
+
+
+@pytest.fixture(scope="module")
+def whole_days():
+    """The sample under the dashboard's default period: whole local days 2026-10-06 .. 10-11 in
+    Europe/Berlin (CEST, UTC+2), i.e. 2026-10-05T22:00Z .. 2026-10-11T22:00Z, 144 hours."""
+    from cost_engine import period_choice
+    from cost_engine.config import load_config
+
+    base = load_config(SAMPLE / "ailedger.toml")
+    full = api.run(SAMPLE, config=base)
+    span = period_choice.DataSpan(full.period.start, full.period.end, full.period.timezone)
+    chosen = period_choice.resolve("whole_days", span)
+    start, end = span.window(chosen.first, chosen.last)
+    assert (end - start).total_seconds() == 144 * 3600
+    return api.run(SAMPLE, config=views.config_with(base, period_start=start, period_end=end))
+
+
+def test_selecting_every_pool_says_what_it_leaves_out(whole_days):
+    """On main, selecting all three pools turned 8,371.47 into 6,811.47 with no word. The one
+    cost row without a pool is costs.csv's cost-direct-001, 1,820.00 USD over the week
+    2026-10-05..12 (168 h) charged to PRJ-1004: the 144 h of the view hold 1,820 x 144 / 168
+    = 1,560.00. The filter still keeps only what it names; left_out says the rest."""
+    comp = whole_days
+    everything = views.totals(comp)["cost"]
+    pools = views.filter_options(comp)["pools"]
+    assert pools == ["a100-infer", "a100-mig", "h100-train"]
+    all_pools = views.Filters(pools=pools)
+    lo = views.left_out(comp, all_pools)
+    assert lo.rows() == [("pools", "costs without a pool", pytest.approx(1820 * 144 / 168))]
+    assert views.totals(comp, all_pools)["cost"] == pytest.approx(everything - 1560.0)
+    # An accelerator filter names cards: the direct cost is on none.
+    accs = views.Filters(accelerators=views.filter_options(comp)["accelerators"])
+    assert views.left_out(comp, accs)["amount"].to_list() == [pytest.approx(1560.0)]
+    assert views.left_out(comp, views.NO_FILTERS).height == 0
+
+
+@pytest.mark.parametrize("name", ["pools", "accelerators", "workloads", "tenants"])
+def test_every_value_of_a_filter_plus_what_it_leaves_out_is_no_filter(whole_days, name):
+    """For each sidebar filter: every value selected, plus the money left_out names, is the
+    unfiltered total (the pool and accelerator part is the 1,560.00 above; the workload and
+    tenant parts are idle capacity and unattributed money, which have neither)."""
+    comp = whole_days
+    everything = views.totals(comp)["cost"]
+    f = views.Filters(**{name: views.filter_options(comp)[name]})
+    kept = views.totals(comp, f)["cost"]
+    lo = views.left_out(comp, f)
+    assert lo["filter"].to_list() == [name]
+    assert kept + lo["amount"].sum() == pytest.approx(everything, abs=1e-6)
+    assert kept < everything
+    # One value less: that value's money is left out too, and is not counted as "without".
+    if name == "tenants":
+        fewer = views.Filters(tenants=["product", "research"])
+        assert views.left_out(comp, fewer)["amount"].to_list() == lo["amount"].to_list()
