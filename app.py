@@ -52,9 +52,12 @@ else:
     from cost_engine import __version__
     from pages.common import show_error, sidebar
 
-    # The icon ships with the app: a Material icon name would make every browser fetch it from
-    # a font host (nothing may leave the machine).
-    st.set_page_config(page_title="ailedger", page_icon=str(Path(__file__).parent / "assets" / "favicon.png"),
+    # The icon ships with the app (package data of the wheel): a Material icon name would make
+    # every browser fetch it from a font host (nothing may leave the machine). Its bytes, not its
+    # path: Streamlit serves them under /media/, where a path it cannot open would become the
+    # link itself and show the server's install folder.
+    _icon = Path(__file__).parent / "assets" / "favicon.png"
+    st.set_page_config(page_title="ailedger", page_icon=_icon.read_bytes() if _icon.is_file() else None,
                        layout="wide")
 
     pages = {

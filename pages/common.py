@@ -720,8 +720,9 @@ def chart(fig: go.Figure, key: str, *, name: str | None = None, height: int | No
         return fig if sub is None else exports_meta.titled(fig, None, sub)
 
     title = fig.layout.title.text or base
-    ok = exporters.available()
-    why = None if ok else "PNG/SVG need Chromium (kaleido); the HTML download works without it."
+    missing = exporters.unavailable_reason()
+    ok = missing is None
+    why = None if ok else f"PNG/SVG cannot be made here: {missing}. The HTML download works without it."
     with st.container(horizontal=True, key=f"dl_{key}", gap="small"):
         st.download_button("PNG", data=lambda: exporters.to_png(out()), file_name=f"{stem}.png", mime="image/png",
                            key=f"png_{key}", on_click="ignore", disabled=not ok, help=why, icon=":material/image:")

@@ -84,6 +84,10 @@ def test_missing_browser_is_a_clear_error(comp, monkeypatch):
     monkeypatch.setattr(images, "DEFAULT_CHROMIUM", "/nonexistent")
     monkeypatch.setenv("BROWSER_PATH", "/nonexistent")
     assert not images.available()
+    # What the disabled buttons' tooltips say (issue 42 item 3: on main "Needs Chromium" also
+    # stood for a missing kaleido, which is a core dependency now).
+    assert images.unavailable_reason() == ("no Chromium browser on the server (install Debian's chromium at "
+                                           "/nonexistent, or set AILEDGER_CHROMIUM to one)")
     fig = charts.spend_by_tenant(views.top_tenants(comp).head(1))
     fig.update_layout(title_text="never rendered before")
     with pytest.raises(images.ExportError, match="Chromium"):
