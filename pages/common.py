@@ -35,7 +35,7 @@ import polars as pl
 import streamlit as st
 
 from cost_engine import (access, api, exporters, exports_meta, idle_owners, labels, period_choice, period_views,
-                         view_state, views)
+                         uploads, view_state, views)
 from cost_engine.config import Config, load_config
 from cost_engine.engine import Computation, compute
 from cost_engine.report import build_report
@@ -598,7 +598,8 @@ def _run_id() -> object:
 
 def _cannot_open(path: str, exc: Exception) -> None:
     log.warning("cannot open %s", path, exc_info=True)
-    st.error(f"Cannot open {path}: {exc}")
+    # The source by its name: the server's folders are no business of the page.
+    st.error(f"Cannot open {md(uploads.shown_source(path))}: {md(uploads.without_paths(str(exc), path))}")
     st.info("Open another source on the Data page.")
     if st.session_state.get(SOURCE_KEY):
         if st.button("Back to the default source"):

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import streamlit as st
 
-from cost_engine import access, labels, period_choice, saved_views, view_state, views
+from cost_engine import access, labels, period_choice, saved_views, uploads, view_state, views
 from cost_engine.config import BOUNDARY_PRESETS, ConfigError
 from pages.common import (BOUNDARY_KEY, COMPARE_KEY, DATES_KEY, FILTER_KEYS, FILTER_LABELS, GRAIN_KEY, PAGE_MEMORY,
-                          PERIOD_KEY, PROBLEMS_KEY, STATE_KEY, WRITTEN_KEY, _CTX_KEY, Ctx, _period,
+                          PERIOD_KEY, PROBLEMS_KEY, SOURCE_KEY, STATE_KEY, WRITTEN_KEY, _CTX_KEY, Ctx, _period,
                           _filter_options, _run_id, _span, current_principal, file_config, is_admin, log, md, source_is_store,
                           filter_options, source_path, set_rules, set_state, view_version)
 
@@ -93,7 +93,11 @@ def resolve(path: str, version: str) -> Ctx:
     try:
         base = file_config(path)
     except ConfigError as exc:
-        st.error(f"The source's config is invalid: {exc}. Fix it (or write it again on the Rules page).")
+        st.error(f"The config of {md(uploads.shown_source(path))} is invalid: "
+                 f"{md(uploads.without_paths(str(exc), path))}. Fix its ailedger.toml.")
+        if ss.get(SOURCE_KEY):  # an opened source: a way back that needs no reload
+            st.button("Back to the default source", key="bad_config_back", on_click=lambda: (
+                ss.pop(SOURCE_KEY, None), set_state(period="whole_days", first=None, last=None)))
         st.stop()
     data_v = version.partition("|")[0]
     span = _span(path, data_v, base.model_dump_json())

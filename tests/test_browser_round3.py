@@ -7,6 +7,7 @@ One `streamlit run` for the module, reading a DuckDB store of the sample fleet."
 from __future__ import annotations
 
 import re
+import zipfile
 from urllib.parse import parse_qs, urlparse
 
 import pytest
@@ -77,3 +78,51 @@ def test_every_pool_selected_says_what_it_leaves_out(served, browser):
         assert all(p in pools for p in ("a100-infer", "a100-mig", "h100-train")), pools
     finally:
         pg.context.close()
+
+
+def _upload(pg, path) -> None:
+    pg.get_by_role("tab", name="Upload a bundle").click(timeout=90_000)
+    pg.locator('[data-testid="stFileUploaderDropzoneInput"][accept*=".zip"]').set_input_files(str(path))
+    pg.get_by_role("button", name="Validate and open").click()
+
+
+def test_a_broken_upload_is_refused_and_the_source_stays(served, browser, tmp_path):
+    """Items 6 and 12. On main a zip with an ailedger.toml that does not parse was opened, and
+    then every page, Data and Rules included, stopped on its config error until a reload; a file
+    named .zip that is not one said Python's "File is not a zip file" with the old source's green
+    "passed validation" under it. Now both are refused before the source switches, in the
+    project's words, the refusal alone is shown (no validation of the old source under it), no
+    server folder appears, and the store stays open on every page."""
+    from tests.dashboard_support import SAMPLE
+
+    broken = tmp_path / "broken.zip"
+    with zipfile.ZipFile(broken, "w") as z:
+        z.write(SAMPLE / "allocations.csv", "fleet/allocations.csv")
+        z.writestr("fleet/ailedger.toml", "[period\n")
+    fake = tmp_path / "fleet.zip"
+    fake.write_bytes(b"allocation_id,gpu_id\n")
+    url = served["url"]
+    pg = new_page(browser)
+    try:
+        for upload, words in ((broken, "Upload refused: fleet/ailedger.toml: not valid TOML"),
+                              (fake, "Upload refused: 'fleet.zip' is not a zip archive")):
+            open_url(pg, f"{url}/data")
+            _upload(pg, upload)
+            refusal = pg.locator('[data-testid="stAlert"]').filter(has_text="Upload refused")
+            refusal.wait_for(timeout=120_000)
+            settle(pg)
+            no_exceptions(pg)
+            text = refusal.inner_text()
+            assert words in text and "The open source is unchanged (ledger.duckdb)" in text, text
+            main = pg.locator('[data-testid="stMain"]').inner_text()
+            assert "passed validation" not in main and "File is not a zip file" not in main
+            assert str(served["root"]) not in main and "/uploads" not in main
+            assert "ledger.duckdb" in pg.locator('[data-testid="stSidebar"]').inner_text()
+        for page, title in (("rules", "Rules"), ("", "Overview")):
+            open_url(pg, f"{url}/{page}")
+            no_exceptions(pg)
+            assert pg.locator("h1").first.inner_text().strip() == title
+            assert pg.locator('[data-testid="stAlert"]').filter(has_text="invalid").count() == 0
+    finally:
+        pg.context.close()
+    assert not any((served["root"] / "uploads").glob("*/fleet"))

@@ -378,6 +378,46 @@ def test_stage_upload_checks(tmp_path):
     assert not any(tmp_path.iterdir())
 
 
+def test_an_upload_the_dashboard_could_not_open_is_refused_before_it_is_opened(tmp_path):
+    """Issue 42 item 6. On main a zip whose ailedger.toml did not parse was accepted, and then
+    every page (Data and Rules included) stopped on the config error until a reload; an empty
+    allocations.csv was accepted, then every page read "Cannot open <server path>/uploads/...".
+    Both are refused by stage_upload now, in words naming the file inside the upload and no
+    server folder, and leave nothing behind. Item 12: a file named .zip that is not one says so
+    in the project's words, not Python's "File is not a zip file"."""
+    alloc = (SAMPLE / "allocations.csv").read_bytes()
+    up = tmp_path / "up"
+    with pytest.raises(uploads.UploadError) as broken:
+        uploads.stage_upload([("b.zip", _zip({"fleet/allocations.csv": alloc, "fleet/ailedger.toml": b"[period\n"}))],
+                             root=up)
+    assert str(broken.value).startswith("fleet/ailedger.toml: not valid TOML")
+    with pytest.raises(uploads.UploadError) as wrong:
+        uploads.stage_upload([("b.zip", _zip({"fleet/allocations.csv": alloc,
+                                              "fleet/ailedger.toml": b'[period]\nstart = "monday"\n'}))], root=up)
+    assert "fleet/ailedger.toml: invalid config: period.start" in str(wrong.value)
+    header = b"allocation_id,gpu_id,start,end,owner,source,workload\n"
+    for content in (b"", header):
+        with pytest.raises(uploads.UploadError, match=r"^allocations.csv holds no allocation: a bundle needs"):
+            uploads.stage_upload([("allocations.csv", content)], root=up)
+    with pytest.raises(uploads.UploadError) as not_zip:
+        uploads.stage_upload([("fleet.zip", b"PK? no")], root=up)
+    assert str(not_zip.value) == ("'fleet.zip' is not a zip archive (it cannot be unpacked); upload the bundle's "
+                                  "files, or one .zip holding them")
+    for exc in (broken.value, wrong.value, not_zip.value):
+        assert str(tmp_path) not in str(exc) and "File is not a zip file" not in str(exc)
+    assert not any(up.iterdir())
+
+
+def test_a_source_is_shown_by_its_name_never_its_server_path(tmp_path, monkeypatch):
+    monkeypatch.setenv("AILEDGER_UPLOAD_DIR", str(tmp_path / "uploads"))
+    staged = uploads.stage_upload([("allocations.csv", (SAMPLE / "allocations.csv").read_bytes())])
+    assert uploads.shown_source(staged.root) == f"upload {staged.root.name}"
+    assert uploads.shown_source(tmp_path / "ledger.duckdb") == "ledger.duckdb"
+    msg = uploads.without_paths(f"{staged.root}/allocations.csv: bad row", staged.root)
+    assert msg == "allocations.csv: bad row"
+    assert uploads.without_paths(f"cannot read {staged.root}", staged.root) == f"cannot read upload {staged.root.name}"
+
+
 def test_check_source(tmp_path, db):
     assert uploads.check_source(SAMPLE) == SAMPLE
     assert uploads.check_source(db) == db
