@@ -126,3 +126,19 @@ def test_a_broken_upload_is_refused_and_the_source_stays(served, browser, tmp_pa
     finally:
         pg.context.close()
     assert not any((served["root"] / "uploads").glob("*/fleet"))
+
+
+def test_export_names_carry_idle_and_recharge(served, browser):
+    """Item 7. On main the tenant ranking's CSV under idle proportional and recharge requests was
+    named like the one under the defaults (idle separate, recharge tokens)."""
+    pg = new_page(browser)
+    try:
+        open_url(pg, f"{served['url']}/rankings?period=custom&from=2026-10-07&to=2026-10-09&boundary=rental"
+                     "&idle=proportional&recharge=requests")
+        no_exceptions(pg)
+        with pg.expect_download(timeout=60_000) as info:
+            pg.get_by_role("button", name="CSV", exact=True).first.click(timeout=90_000)
+        assert info.value.suggested_filename == (
+            "tenant-ranking_2026-10-07_2026-10-09_rental_idle-proportional_recharge-requests.csv")
+    finally:
+        pg.context.close()
