@@ -72,7 +72,8 @@ st.subheader("Review pack")
 st.caption("One zip: " + ", ".join(f"`{n}`" for n in review_pack.REVIEW_PACK_FILES))
 st.download_button(
     "Download the review pack",
-    data=lambda: review_pack.build_review_pack(ctx.comp, ctx.filters, source_label=Path(ctx.path).name),
+    data=lambda: review_pack.build_review_pack(ctx.comp, ctx.filters, source_label=Path(ctx.path).name,
+                                               data_version=ctx.export_context().data_version),
     file_name=exports_meta.file_name("ailedger-review-pack", ctx.export_context(), "zip"),
     mime="application/zip",
     key="review_pack",

@@ -142,3 +142,29 @@ def test_export_names_carry_idle_and_recharge(served, browser):
             "tenant-ranking_2026-10-07_2026-10-09_rental_idle-proportional_recharge-requests.csv")
     finally:
         pg.context.close()
+
+
+def test_the_review_pack_reads_back_self_described(served, browser):
+    """Item 4. The review pack downloaded from the Overview: its tables carry the context block and
+    the page's headers, and summary.html names the recharge rule with no engine names (the PNGs'
+    subtitle is checked on the figures they are drawn from, tests/test_exports.py)."""
+    import io
+
+    from tests.dashboard_support import download
+
+    pg = new_page(browser)
+    try:
+        open_url(pg, f"{served['url']}/?period=custom&from=2026-10-07&to=2026-10-09&boundary=rental")
+        no_exceptions(pg)
+        got = download(pg, pg.get_by_role("button", name=re.compile("Download the review pack")))
+        assert got.suggested_filename == "ailedger-review-pack_2026-10-07_2026-10-09_rental.zip"
+        z = zipfile.ZipFile(io.BytesIO(open(got.path(), "rb").read()))
+    finally:
+        pg.context.close()
+    lines = z.read("tables/by_tenant.csv").decode().splitlines()
+    assert "# Period: 2026-10-07 to 2026-10-09, whole days in Europe/Berlin" in lines
+    assert "# Boundary: rental (gpu_rental)" in lines and "# Source: ledger.duckdb" in lines
+    assert next(ln for ln in lines if not ln.startswith("#")).startswith("Tenant,Cost (USD),")
+    summary = z.read("summary.html").decode()
+    assert "<b>inference recharge</b>: by tokens (tokens)" in summary
+    assert "no_demand" not in summary and "cost_per_million_tokens" not in summary
