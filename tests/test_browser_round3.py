@@ -1,8 +1,10 @@
 """Issue 42 in a real browser (Debian's Chromium, Playwright): "Copy link" carries the ranking
 level and sort the address bar carries; selecting every value of a filter says what it leaves
-out; a broken upload is refused in the project's words with the source unchanged.
+out; a broken upload is refused in the project's words with the source unchanged; export file
+names carry idle treatment and recharge; the review pack reads back self-described.
 
-One `streamlit run` for the module, reading a DuckDB store of the sample fleet."""
+One `streamlit run` for the module (test_browser_views' fixture), reading a DuckDB store of the
+sample fleet."""
 
 from __future__ import annotations
 
@@ -12,25 +14,11 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from tests.dashboard_support import make_store, no_exceptions, open_url, pick, settle, streamlit_server
-from tests.test_browser_views import copied_link, new_page, reopened, snapshot
+from tests.dashboard_support import no_exceptions, open_url, pick, settle
+# The module's server: test_browser_views' fixture (a store of the sample, default upload folder).
+from tests.test_browser_views import copied_link, new_page, reopened, served, snapshot  # noqa: F401
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module")
-def served(chromium, tmp_path_factory) -> dict:
-    root = tmp_path_factory.mktemp("round3")
-    run = root / "run"
-    run.mkdir()
-    store = make_store(root / "store")
-    env = {"AILEDGER_SOURCE": str(store), "AILEDGER_CHROMIUM": chromium,
-           "AILEDGER_UPLOAD_DIR": str(root / "uploads")}
-    try:
-        with streamlit_server(env, root / "streamlit.log", cwd=run) as url:
-            yield {"url": url, "store": store, "root": root}
-    except RuntimeError as exc:
-        pytest.fail(str(exc))
 
 
 def test_copy_link_keeps_the_ranking_level_and_sort(served, browser):
@@ -125,7 +113,7 @@ def test_a_broken_upload_is_refused_and_the_source_stays(served, browser, tmp_pa
             assert pg.locator('[data-testid="stAlert"]').filter(has_text="invalid").count() == 0
     finally:
         pg.context.close()
-    assert not any((served["root"] / "uploads").glob("*/fleet"))
+    assert not any((served["run"] / "data" / "uploads").glob("*/fleet"))
 
 
 def test_export_names_carry_idle_and_recharge(served, browser):
