@@ -525,3 +525,16 @@ def test_every_value_of_a_filter_plus_what_it_leaves_out_is_no_filter(whole_days
     if name == "tenants":
         fewer = views.Filters(tenants=["product", "research"])
         assert views.left_out(comp, fewer)["amount"].to_list() == lo["amount"].to_list()
+
+
+def test_every_value_of_every_filter_at_once_adds_up_too(whole_days):
+    """All four filters with every value: a row lacking two dimensions is named once, under
+    both (the direct charge cost-direct-001 has no pool, no card and no workload: its 1,560.00,
+    see above), and the filtered total plus the lines is the unfiltered total."""
+    comp = whole_days
+    f = views.Filters(**views.filter_options(comp))
+    lo = views.left_out(comp, f)
+    assert lo["filter"][0] == "pools,accelerators,workloads" and lo["amount"][0] == pytest.approx(1560.0)
+    assert lo["what"][0] == "costs without a pool or a card (so no accelerator) or a workload"
+    assert lo["filter"].n_unique() == lo.height
+    assert views.totals(comp, f)["cost"] + lo["amount"].sum() == pytest.approx(views.totals(comp)["cost"], abs=1e-6)
