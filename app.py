@@ -52,9 +52,12 @@ else:
     from cost_engine import __version__
     from pages.common import show_error, sidebar
 
-    # The icon ships with the app: a Material icon name would make every browser fetch it from
-    # a font host (nothing may leave the machine).
-    st.set_page_config(page_title="ailedger", page_icon=str(Path(__file__).parent / "assets" / "favicon.png"),
+    # The icon ships with the app (package data of the wheel): a Material icon name would make
+    # every browser fetch it from a font host (nothing may leave the machine). Its bytes, not its
+    # path: Streamlit serves them under /media/, where a path it cannot open would become the
+    # link itself and show the server's install folder.
+    _icon = Path(__file__).parent / "assets" / "favicon.png"
+    st.set_page_config(page_title="ailedger", page_icon=_icon.read_bytes() if _icon.is_file() else None,
                        layout="wide")
 
     pages = {
@@ -78,10 +81,19 @@ else:
     sidebar()
     # The footer: which ailedger this is (sidebar bottom, so it shows even when a page stops early).
     st.sidebar.caption(f"ailedger {__version__}")
+    from streamlit.runtime.scriptrunner_utils.exceptions import StopException
+
+    from pages.sidebar import finish_link
+
     try:
         page.run()
+    except StopException:
+        finish_link()  # a page that stops early still links to what it shows
+        raise
     except Exception as exc:  # noqa: BLE001 - st.stop / st.rerun are not Exceptions and pass through
         # No page ever shows a traceback: a message that says what to do, the details in the log.
         if os.environ.get("AILEDGER_DEBUG") == "1":
             raise
         show_error(exc, page.title)
+    # "Copy link" shows the address bar's view, page keys set during this run included.
+    finish_link()

@@ -6,6 +6,7 @@ another view (a `rental` ranking is never named like a `fully_loaded` one).
     ctx = exports_meta.context_of(comp, filters, source="ledger.duckdb", data_version="3f2a9c1d")
     exports_meta.titled(fig, "Project ranking by cost", ctx)      -> figure with title + subtitle
     exports_meta.file_name("project-ranking", ctx, "png")          -> project-ranking_2026-10-06_2026-10-11_rental.png
+        (idle proportional, recharge requests: ..._rental_idle-proportional_recharge-requests.png)
     exports_meta.csv_for_people(frame, ctx, "Project ranking")     -> "# ..." lines, human headers with units
     exports_meta.parquet_with_context(frame, ctx, "Project ranking") -> Parquet, context in its metadata
 """
@@ -120,9 +121,19 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-._")[:80] or "export"
 
 
+# The rules a file name leaves unsaid (the config's defaults); any other value is in the name.
+NAME_DEFAULTS = {"idle": "separate", "recharge": "tokens"}
+
+
 def file_stem(name: str, ctx: ExportContext) -> str:
-    """`name_<first day>_<last day>_<boundary>[_filtered]`: two views never share a file name."""
+    """`name_<first day>_<last day>_<boundary>[_idle-<idle>][_recharge-<recharge>][_filtered]`,
+    idle and recharge named when they are not the defaults (separate, tokens): two views never
+    share a file name, and the common one stays short."""
     parts = [_slug(name), str(ctx.first_day), str(ctx.last_day), ctx.boundary]
+    for key, default in NAME_DEFAULTS.items():
+        value = getattr(ctx, key)
+        if value != default:
+            parts.append(f"{key}-{_slug(value)}")
     if not ctx.filters.empty:
         parts.append("filtered")
     return "_".join(parts)

@@ -30,7 +30,7 @@ from . import csv_guard
 from .access import Principal, require_admin
 from .bundle import Bundle, BundleError, read_bundle, validate_frame
 from .bundle_formats import table_of
-from .config import Config
+from .config import Config, ConfigError, load_config
 
 ALLOWED_SUFFIXES = (".csv", ".parquet", ".jsonl", ".toml", ".json")
 MAX_ZIP_MEMBERS = 500
@@ -114,8 +114,10 @@ def safe_extract(data: bytes, target: Path, *, max_bytes: int | None = None,
     root = target.resolve()
     try:
         zf = zipfile.ZipFile(BytesIO(data))
-    except zipfile.BadZipFile as exc:
-        raise UploadError(f"not a valid zip file: {exc}") from None
+    except zipfile.BadZipFile:
+        # Python's own words ("File is not a zip file") say nothing of what to do.
+        raise UploadError(f"{_shown(label)} is not a zip archive (it cannot be unpacked); upload the bundle's "
+                          "files, or one .zip holding them") from None
     with zf:
         infos = zf.infolist()
         if len(infos) > max_members:
@@ -212,13 +214,54 @@ def stage_upload(files: list[tuple[str, bytes]], *, root: Path | None = None, co
             written.append(dest / base)
         bundle_dir = _bundle_root(dest)
         try:
-            bundle = read_bundle(bundle_dir, config)
-        except BundleError as exc:
-            raise UploadError(str(exc)) from None
+            # The bundle's own config, read as the dashboard will read it once the upload is open:
+            # a broken one is refused here, before the source switches (it would stop every page).
+            cfg = config if config is not None else load_config(bundle_dir / "ailedger.toml"
+                                                                if (bundle_dir / "ailedger.toml").is_file() else None)
+            bundle = read_bundle(bundle_dir, cfg)
+        except (BundleError, ConfigError) as exc:
+            raise UploadError(_inside(str(exc), dest)) from None
+        if bundle["allocations"].height == 0:
+            rejected = bundle.rejected.filter(pl.col("table") == "allocations").height
+            raise UploadError(f"{_alloc_name(bundle_dir)} holds no allocation"
+                              + (f" ({rejected:,} rows rejected)" if rejected else "")
+                              + ": a bundle needs at least one (the period and every figure start from them)")
         return Staged(root=bundle_dir, bundle=bundle, files=tuple(str(p.relative_to(dest)) for p in written))
     except BaseException:
         shutil.rmtree(dest, ignore_errors=True)
         raise
+
+
+def _inside(text: str, folder: Path) -> str:
+    """A message with the upload folder's server path taken out (names inside the upload stay)."""
+    for prefix in (f"{folder}/", str(folder)):
+        text = text.replace(prefix, "")
+    return text
+
+
+def _alloc_name(folder: Path) -> str:
+    return next((f"allocations{s}" for s in (".csv", ".parquet", ".jsonl") if (folder / f"allocations{s}").is_file()),
+                "allocations")
+
+
+def shown_source(path: str | Path) -> str:
+    """How a source is named on a page: its file or folder name (an upload: "upload <name>"),
+    never the server path it lies at."""
+    p = Path(path)
+    try:
+        if p.resolve().is_relative_to(upload_root().resolve()):
+            return f"upload {p.name}"
+    except OSError:
+        pass
+    return p.name or str(p)
+
+
+def without_paths(text: str, path: str | Path) -> str:
+    """A message about a source with its server path replaced by the source's shown name."""
+    p = Path(path)
+    for full in {str(p), str(p.resolve()) if p.exists() else str(p)}:
+        text = text.replace(f"{full}/", "").replace(full, shown_source(p))
+    return text
 
 
 def check_source(path: str | Path) -> Path:

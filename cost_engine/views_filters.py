@@ -176,6 +176,47 @@ def apply_filters(comp: Computation, filters: Filters | None) -> Computation:
     return out
 
 
+# What a money row lacks to pass a filter of each dimension whatever values it names.
+LACKS = {"pools": "a pool", "accelerators": "a card (so no accelerator)", "workloads": "a workload",
+         "tenants": "a tenant"}
+_WHY = {"pools": "", "accelerators": "", "workloads": " (idle capacity, direct charges)",
+        "tenants": " (idle capacity, unattributed)"}
+
+
+def left_out(comp: Computation, filters: Filters | None) -> pl.DataFrame:
+    """What the active filters leave out whatever values they name: the money of rows that have
+    no value of an active filter's dimension and pass (or also lack) the others. A filter keeps
+    the values it names, so selecting every value still drops these rows; with every value of
+    each active filter selected, the filtered total plus these amounts is the unfiltered total.
+    Columns: filter (the dimensions lacked, comma-joined), what, amount; one row per set of
+    dimensions lacked, non-zero amounts only."""
+    schema = {"filter": pl.Utf8, "what": pl.Utf8, "amount": pl.Float64}
+    active = [n for n in LACKS if filters is not None and getattr(filters, n)]
+    if not active:
+        return pl.DataFrame(schema=schema)
+    cards = comp.ledger.cards.select("gpu_id", pl.col("pool").alias("_card_pool"),
+                                     pl.col("accelerator").alias("_card_acc"))
+    m = comp.money.join(cards, on="gpu_id", how="left")
+    # A row's value of each dimension as apply_filters reads it: the card's pool and accelerator
+    # (a row spread without a card: its own pool, no accelerator), the row's workload and tenant.
+    value = {"pools": pl.when(pl.col("gpu_id").is_null()).then(pl.col("pool")).otherwise(pl.col("_card_pool")),
+             "accelerators": pl.col("_card_acc"), "workloads": pl.col("workload"), "tenants": pl.col("tenant")}
+    lacks = {n: value[n].is_null() for n in active}
+    kept_or_lacking = pl.all_horizontal([lacks[n] | value[n].is_in(list(getattr(filters, n))).fill_null(False)
+                                         for n in active])
+    out = (m.filter(kept_or_lacking & pl.any_horizontal(list(lacks.values())))
+           .with_columns(pl.concat_str([pl.when(lacks[n]).then(pl.lit(n)) for n in active], separator=",",
+                                       ignore_nulls=True).alias("filter"))
+           .group_by("filter").agg(pl.col("amount").sum()).filter(pl.col("amount") != 0))
+    rows = []
+    for r in out.iter_rows(named=True):
+        names = r["filter"].split(",")
+        what = "costs without " + " or ".join(LACKS[n] for n in names) + (_WHY[names[0]] if len(names) == 1 else "")
+        rows.append({"filter": r["filter"], "what": what, "amount": float(r["amount"])})
+    rows.sort(key=lambda r: [list(LACKS).index(n) for n in r["filter"].split(",")])
+    return pl.DataFrame(rows, schema=schema)
+
+
 def _unmapped_within(unmapped: pl.DataFrame, money: pl.DataFrame, narrowed: pl.DataFrame) -> pl.DataFrame:
     """What each unmapped caller key paid per model, scaled to the part of the model's recharged
     money the filters keep (their collapsed line in `money`: unattributed, u_key null)."""

@@ -35,7 +35,7 @@ import polars as pl
 import streamlit as st
 
 from cost_engine import (access, api, audit, exporters, exports_meta, idle_owners, labels, period_choice,
-                         period_views, view_state, views)
+                         period_views, uploads, view_state, views)
 from cost_engine.config import Config, load_config
 from cost_engine.engine import Computation, compute
 from cost_engine.report import build_report
@@ -599,7 +599,8 @@ def _run_id() -> object:
 
 def _cannot_open(path: str, exc: Exception) -> None:
     log.warning("cannot open %s", path, exc_info=True)
-    st.error(f"Cannot open {path}: {exc}")
+    # The source by its name: the server's folders are no business of the page.
+    st.error(f"Cannot open {md(uploads.shown_source(path))}: {md(uploads.without_paths(str(exc), path))}")
     st.info("Open another source on the Data page.")
     if st.session_state.get(SOURCE_KEY):
         if st.button("Back to the default source"):
@@ -625,12 +626,26 @@ def header(ctx: Ctx, title: str) -> None:
     a = ctx.config.allocation
     st.caption(f"{md(when)} · boundary **{ctx.config.boundary.name}** · idle {a.idle} · recharge "
                f"{a.inference_recharge} · {p.currency} · {md(ctx.filters.describe())}")
+    filter_note(ctx)
     notes = st.session_state.pop(PROBLEMS_KEY, [])
     if ctx.chosen is not None and ctx.chosen.note:
         notes.append(ctx.chosen.note)
     if notes:
         st.warning("This view could not use everything asked for: " + "; ".join(md(n) for n in notes) + ".",
                    icon=":material/info:")
+
+
+def filter_note(ctx: Ctx) -> None:
+    """Say what the filters leave out whatever values they name (views.left_out): selecting
+    every pool still drops the costs that have no pool, and that must not pass unnoticed."""
+    if ctx.filters.empty:
+        return
+    lo = ctx.view("left_out")
+    if lo.height:
+        cur = ctx.currency
+        st.info("Not in these figures: " + "; ".join(
+            f"{r['what']}: {fmt(r['amount'], cur)} {md(cur)} not shown" for r in lo.iter_rows(named=True))
+            + " (a filter keeps only the values it names).", icon=":material/filter_alt:")
 
 
 # ---------------------------------------------------------------------------------- formatting
@@ -707,8 +722,9 @@ def chart(fig: go.Figure, key: str, *, name: str | None = None, height: int | No
         return fig if sub is None else exports_meta.titled(fig, None, sub)
 
     title = fig.layout.title.text or base
-    ok = exporters.available()
-    why = None if ok else "PNG/SVG need Chromium (kaleido); the HTML download works without it."
+    missing = exporters.unavailable_reason()
+    ok = missing is None
+    why = None if ok else f"PNG/SVG cannot be made here: {missing}. The HTML download works without it."
     with st.container(horizontal=True, key=f"dl_{key}", gap="small"):
         st.download_button("PNG", data=lambda: exporters.to_png(out()), file_name=f"{stem}.png", mime="image/png",
                            key=f"png_{key}", on_click="ignore", disabled=not ok, help=why, icon=":material/image:")

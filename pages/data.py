@@ -24,7 +24,8 @@ if not common.is_admin():
 # ---- source -------------------------------------------------------------------------------
 st.subheader("Source")
 kind = "DuckDB store" if ctx.is_store else "bundle folder"
-st.markdown(f"Open: **{common.md(ctx.path)}** ({kind}, data version {ctx.version.partition('|')[0]})")
+st.markdown(f"Open: **{common.md(uploads.shown_source(ctx.path))}** ({kind}, data version "
+            f"{ctx.version.partition('|')[0]})")
 if ss.get(common.SOURCE_KEY):
     st.button("Back to the default source", key="reset_source", on_click=lambda: (
         ss.pop(common.SOURCE_KEY, None), common.set_state(period="whole_days", first=None, last=None)))
@@ -77,7 +78,10 @@ with upload_tab:
         try:
             staged = uploads.stage_upload([(f.name, f.getvalue()) for f in files])
         except (uploads.UploadError, OSError) as exc:
-            st.error(f"Upload refused: {exc}")
+            # Only the refusal: the open source's validation below would read as this upload's.
+            st.error(f"Upload refused: {common.md(uploads.without_paths(str(exc), uploads.upload_root()))}. "
+                     f"The open source is unchanged ({common.md(uploads.shown_source(ctx.path))}).")
+            st.stop()
         else:
             ss[common.SOURCE_KEY] = str(staged.root)
             common.set_state(period="whole_days", first=None, last=None)  # the new data's own days

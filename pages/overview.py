@@ -78,8 +78,9 @@ st.download_button(
     mime="application/zip",
     key="review_pack",
     on_click="ignore",
-    disabled=not exporters.available(),
-    help=None if exporters.available() else "Needs Chromium for the chart images.",
+    disabled=exporters.unavailable_reason() is not None,
+    help=None if exporters.available() else
+    f"The review pack's chart images cannot be made here: {exporters.unavailable_reason()}.",
     icon=":material/folder_zip:",
     type="primary",
 )

@@ -119,14 +119,20 @@ if level == "tenants":
     sort = qp.get("sort", "cost")
     sort = sort if sort in SORT_LABELS else "cost"
     c1, c2 = st.columns([3, 2])
-    new_rank = c1.segmented_control("Rank", RANKS, default=rank, key=f"rank_{nonce}", required=True,
-                                    format_func=lambda r: {"tenant": "Tenants", "project": "Projects",
-                                                           "model": "Models"}[r])
-    new_sort = c2.selectbox("Sort by", list(SORT_LABELS), index=list(SORT_LABELS).index(sort),
-                            format_func=SORT_LABELS.get, key=f"sort_{nonce}")
-    if (new_rank or rank) != rank or new_sort != sort:
-        rank, sort = new_rank or rank, new_sort
-        qp["rank"], qp["sort"] = rank, sort
+
+    def _rank_sort() -> None:
+        # A callback, so the URL (and the sidebar's link, and this page's memory) hold the new
+        # ranking before the run that draws it starts.
+        common.set_page_params(level="tenants", rank=ss.get(f"rank_{nonce}") or rank,
+                               sort=ss.get(f"sort_{nonce}") or sort)
+
+    # The widgets show the URL's ranking (set before they are drawn: a link or the back button
+    # may have changed it since they last reported).
+    ss[f"rank_{nonce}"], ss[f"sort_{nonce}"] = rank, sort
+    c1.segmented_control("Rank", RANKS, key=f"rank_{nonce}", required=True, on_change=_rank_sort,
+                         format_func=lambda r: {"tenant": "Tenants", "project": "Projects", "model": "Models"}[r])
+    c2.selectbox("Sort by", list(SORT_LABELS), on_change=_rank_sort,
+                 format_func=SORT_LABELS.get, key=f"sort_{nonce}")
     frame: pl.DataFrame = ctx.view("rankings", rank, sort)
     name_col = {"tenant": "tenant", "project": "project", "model": "model"}[rank]
     unit = ctx.currency if sort == "cost" else ("GPU-hours" if sort == "gpu_hours" else

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import streamlit as st
 
-from cost_engine import access, labels, period_choice, saved_views, view_state, views
+from cost_engine import access, labels, period_choice, saved_views, uploads, view_state, views
 from cost_engine.config import BOUNDARY_PRESETS, ConfigError
 from pages.common import (BOUNDARY_KEY, COMPARE_KEY, DATES_KEY, FILTER_KEYS, FILTER_LABELS, GRAIN_KEY, PAGE_MEMORY,
-                          PERIOD_KEY, PROBLEMS_KEY, STATE_KEY, WRITTEN_KEY, _CTX_KEY, Ctx, _period,
+                          PERIOD_KEY, PROBLEMS_KEY, SOURCE_KEY, STATE_KEY, WRITTEN_KEY, _CTX_KEY, Ctx, _period,
                           _filter_options, _run_id, _span, current_principal, file_config, is_admin, log, md, source_is_store,
                           filter_options, source_path, set_rules, set_state, view_version)
 
@@ -93,7 +93,11 @@ def resolve(path: str, version: str) -> Ctx:
     try:
         base = file_config(path)
     except ConfigError as exc:
-        st.error(f"The source's config is invalid: {exc}. Fix it (or write it again on the Rules page).")
+        st.error(f"The config of {md(uploads.shown_source(path))} is invalid: "
+                 f"{md(uploads.without_paths(str(exc), path))}. Fix its ailedger.toml.")
+        if ss.get(SOURCE_KEY):  # an opened source: a way back that needs no reload
+            st.button("Back to the default source", key="bad_config_back", on_click=lambda: (
+                ss.pop(SOURCE_KEY, None), set_state(period="whole_days", first=None, last=None)))
         st.stop()
     data_v = version.partition("|")[0]
     span = _span(path, data_v, base.model_dump_json())
@@ -133,7 +137,7 @@ def _write_url(ctx: Ctx) -> None:
     elif ss.get(PAGE_MEMORY + page):
         own = ss[PAGE_MEMORY + page]
     shared = shared_query(ctx)
-    want = view_state.merge(shared, own)
+    want = view_state.merge(shared, own)  # = view_query(ctx) once written
     ss[WRITTEN_KEY] = shared
     if want != url:
         st.query_params.from_dict(want)
@@ -240,13 +244,39 @@ def sidebar() -> Ctx | None:
     return ctx
 
 
+def view_query(ctx: Ctx) -> dict[str, list[str]]:
+    """The one encoding of this view: the shared keys (canonical) and the page's own keys as the
+    address bar holds them now. The address bar, "Copy link" and saved views all take it."""
+    return view_state.merge(shared_query(ctx), view_state.page_part(_url_query()))
+
+
+_LINK_SLOT = "_vs_link_slot"  # (run id, the sidebar placeholder of "Copy link") of this run
+
+
 def _link_box(ctx: Ctx) -> None:
+    """Reserve the place of "Copy link" and draw it; `finish_link` draws it again at the end of
+    the run, after the page has set its own keys (a drill level, a ranking)."""
+    slot = st.empty()
+    st.session_state[_LINK_SLOT] = (_run_id(), slot)
+    _draw_link(ctx, slot)
+
+
+def _draw_link(ctx: Ctx, slot) -> None:
     """The link to this view, in a code block (its copy button puts it on the clipboard)."""
-    url = _url_query()
-    link = f"{app_root()}/{_page_path()}?{view_state.encode(view_state.merge(shared_query(ctx), view_state.page_part(url)))}"
-    with st.popover("Copy link", icon=":material/link:", width="stretch"):
-        st.caption("This view (period, rules, filters, page) as a link: copy it with the button at its right.")
-        st.code(link, language=None, wrap_lines=True)
+    link = f"{app_root()}/{_page_path()}?{view_state.encode(view_query(ctx))}"
+    with slot.container():
+        with st.popover("Copy link", icon=":material/link:", width="stretch"):
+            st.caption("This view (period, rules, filters, page) as a link: copy it with the button at its right.")
+            st.code(link, language=None, wrap_lines=True)
+
+
+def finish_link() -> None:
+    """After the page: the link box of this run shows the address bar's final view (app.py)."""
+    held = st.session_state.get(_LINK_SLOT)
+    cached = st.session_state.get(_CTX_KEY)
+    if not held or not cached or held[0] is not _run_id() or cached[0] is not _run_id():
+        return
+    _draw_link(cached[1], held[1])
 
 
 def _saved_views_box(ctx: Ctx) -> None:
@@ -268,8 +298,7 @@ def _saved_views_box(ctx: Ctx) -> None:
         with st.form("save_view", border=False):
             name = st.text_input("Name", max_chars=saved_views.MAX_NAME, key="save_view_name")
             if st.form_submit_button("Save", type="primary"):
-                url = _url_query()
-                query = view_state.merge(shared_query(ctx), view_state.page_part(url))
+                query = view_query(ctx)
                 try:
                     saved_views.save(ctx.path, name, _page_path(), query, current_principal())
                 except (saved_views.SavedViewError, access.AccessError) as exc:

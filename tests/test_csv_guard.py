@@ -103,15 +103,22 @@ def test_focus_export_is_guarded(bundle, tmp_path):
 
 
 def test_dashboard_downloads_are_guarded(comp):
-    """Every table download of the dashboard and the review pack's tables/*.csv are
-    exporters.table_csv (the static scan below finds no other writer)."""
+    """Every table download of the dashboard and the review pack's tables/*.csv go through the
+    guard: exporters.table_csv or exports_meta.csv_for_people (the static scan below finds no
+    other writer)."""
     for view in ("rankings", "top_tenants", "by_category", "trend"):
         frame = getattr(views, view)(comp)
         assert bad_cells(exporters.table_csv(frame).decode("utf-8")) == [], view
     page = views.records(comp, None, None, table="allocations", tenant=EVIL["tenant"])
     assert page.rows.height == 2
     assert bad_cells(exporters.table_csv(page.rows).decode("utf-8")) == []
-    assert "z.writestr(TABLE_FILES[n], table_csv(frame))" in (ROOT / "cost_engine/exporters/review_pack.py").read_text()
+    # The pack's tables are CSVs for people: exports_meta.csv_for_people writes through csv_guard.
+    assert "z.writestr(TABLE_FILES[n], exports_meta.csv_for_people(" in (
+        ROOT / "cost_engine/exporters/review_pack.py").read_text()
+    from cost_engine import exports_meta
+
+    people = exports_meta.csv_for_people(views.rankings(comp), exports_meta.context_of(comp), "Tenant ranking")
+    assert bad_cells(people.decode("utf-8")) == []
 
 
 def test_alias_table_saved_to_a_folder_is_guarded_and_reads_back(bundle, tmp_path):

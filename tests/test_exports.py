@@ -84,6 +84,10 @@ def test_missing_browser_is_a_clear_error(comp, monkeypatch):
     monkeypatch.setattr(images, "DEFAULT_CHROMIUM", "/nonexistent")
     monkeypatch.setenv("BROWSER_PATH", "/nonexistent")
     assert not images.available()
+    # What the disabled buttons' tooltips say (issue 42 item 3: on main "Needs Chromium" also
+    # stood for a missing kaleido, which is a core dependency now).
+    assert images.unavailable_reason() == ("no Chromium browser on the server (install Debian's chromium at "
+                                           "/nonexistent, or set AILEDGER_CHROMIUM to one)")
     fig = charts.spend_by_tenant(views.top_tenants(comp).head(1))
     fig.update_layout(title_text="never rendered before")
     with pytest.raises(images.ExportError, match="Chromium"):
@@ -127,14 +131,46 @@ def test_review_pack_has_the_named_files(pack, comp):
     assert sorted(z.namelist()) == sorted(review_pack.REVIEW_PACK_FILES)
     for name in review_pack.CHART_FILES.values():
         assert z.read(name).startswith(images.PNG_MAGIC)
-    by_tenant = pl.read_csv(io.BytesIO(z.read("tables/by_tenant.csv")))
-    assert by_tenant["tenant"].to_list() == views.rankings(comp, None, "tenant")["tenant"].to_list()
-    assert pl.read_csv(io.BytesIO(z.read("tables/by_model.csv"))).height == comp.models.height
+    by_tenant = pl.read_csv(io.BytesIO(z.read("tables/by_tenant.csv")), comment_prefix="#")
+    assert by_tenant["Tenant"].to_list() == views.rankings(comp, None, "tenant")["tenant"].to_list()
+    assert pl.read_csv(io.BytesIO(z.read("tables/by_model.csv")), comment_prefix="#").height == comp.models.height
     summary = z.read("summary.html").decode()
     # the period in the page's time zone (issue 20 item 6): 2026-10-05T00:00Z is 02:00 in Berlin (CEST)
     assert "2026-10-05 02:00 to 2026-10-12 02:00 Europe/Berlin" in summary and "fully_loaded" in summary
     assert "9,767.98" in summary  # total cost
     assert "Europe/Berlin" in summary
+
+
+def test_the_review_pack_describes_itself(comp, monkeypatch):
+    """Issue 42 item 4. On main the pack's PNGs lacked the subtitle the single exports carry, its
+    CSVs had engine column names and no context lines, and summary.html showed `no_demand` and
+    `cost_per_million_tokens` and left out the recharge rule. (The renderer is replaced by a
+    recorder: what is checked is the figure the PNG is drawn from.)"""
+    from cost_engine import exports_meta
+
+    drawn: list = []
+
+    def record(figs, fmt, **kw):
+        drawn.extend(figs)
+        return [images.PNG_MAGIC for _ in figs]
+
+    monkeypatch.setattr(review_pack.images, "render", record)
+    z = zipfile.ZipFile(io.BytesIO(review_pack.build_review_pack(
+        comp, views.Filters(tenants=["research"]), source_label="fleet-week", data_version="3f2a9c1d",
+        generated=datetime(2026, 10, 12, tzinfo=timezone.utc))))
+    sub = ("2026-10-05 02:00 to 2026-10-12 02:00 Europe/Berlin · boundary fully_loaded · idle separate · "
+           "recharge tokens · tenants: research · source fleet-week · data 3f2a9c1d")
+    assert [f.layout.title.subtitle.text for f in drawn] == [sub, sub, sub]
+    lines = z.read("tables/by_project.csv").decode().splitlines()
+    assert lines[:3] == ["# Table: Project ranking", "# Period: 2026-10-05 02:00 to 2026-10-12 02:00 Europe/Berlin",
+                         "# Boundary: fully_loaded (every category)"]
+    assert "# Inference recharge: tokens" in lines and "# Filters: tenants: research" in lines
+    header = next(ln for ln in lines if not ln.startswith("#"))
+    assert header.startswith("Tenant,Project,") and "Cost (USD)" in header and "cost_per_million_tokens" not in header
+    summary = z.read("summary.html").decode()
+    assert "no_demand" not in summary and "cost_per_million_tokens" not in summary
+    assert "<b>inference recharge</b>: by tokens (tokens)" in summary
+    assert "<th>Cost per 1M tokens (USD/1M tokens)</th>" in summary and "<th>Cause</th>" in summary
 
 
 def test_summary_escapes_names(evil):
@@ -151,7 +187,8 @@ def test_review_pack_of_a_filtered_view(comp):
     need_chromium()
     f = views.Filters(tenants=["research"])
     z = zipfile.ZipFile(io.BytesIO(review_pack.build_review_pack(comp, f)))
-    assert pl.read_csv(io.BytesIO(z.read("tables/by_tenant.csv")))["tenant"].to_list() == ["research"]
+    assert pl.read_csv(io.BytesIO(z.read("tables/by_tenant.csv")), comment_prefix="#")["Tenant"].to_list() == [
+        "research"]
     assert "tenants: research" in z.read("summary.html").decode()
 
 

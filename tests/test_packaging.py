@@ -35,7 +35,21 @@ def test_every_cost_engine_package_and_the_dashboard_are_listed():
     assert listed == engine | {"ailedger_dashboard", "ailedger_dashboard.pages"}
     assert PYPROJECT["tool"]["setuptools"]["package-dir"] == {"ailedger_dashboard": "."}
     # Only the config ships from .streamlit/ (a secrets.toml beside it must never reach a wheel).
-    assert PYPROJECT["tool"]["setuptools"]["package-data"] == {"ailedger_dashboard": [".streamlit/config.toml"]}
+    assert PYPROJECT["tool"]["setuptools"]["package-data"] == {
+        "ailedger_dashboard": [".streamlit/config.toml", "assets/favicon.png"]}
+
+
+def test_the_wheel_carries_what_its_pages_offer():
+    """Issue 42 item 3. On main kaleido was only in the `[export]` extra (the README's install
+    line omitted it), so a wheel install showed PNG/SVG and the review pack disabled; the
+    favicon was not packaged and its link became the install path. Now kaleido is a core
+    dependency, the extra stays (empty) for old install lines, and the favicon the app points
+    at is package data that exists."""
+    deps = [d.split(">")[0].split("=")[0].strip() for d in PYPROJECT["project"]["dependencies"]]
+    assert "kaleido" in deps
+    assert PYPROJECT["project"]["optional-dependencies"]["export"] == []
+    assert (ROOT / "assets" / "favicon.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert '"assets" / "favicon.png"' in APP.read_text(encoding="utf-8")
 
 
 def test_version_comes_from_one_place():

@@ -217,6 +217,24 @@ def test_exports_name_their_view(days_comp):
     assert fig.layout.title.text == "Spend" and fig.layout.title.subtitle.text == ctx.subtitle()
 
 
+def test_export_names_carry_idle_treatment_and_recharge(days_comp):
+    """Issue 42 item 7. On main a ranking CSV under idle proportional and one under idle separate
+    got one name. The rules that are not the defaults (idle separate, recharge tokens) are in it."""
+    rules = [("separate", "tokens"), ("proportional", "tokens"), ("separate", "requests"),
+             ("proportional", "none")]
+    import dataclasses
+
+    ctx = exports_meta.context_of(days_comp)
+    names = [exports_meta.file_name("project-ranking", dataclasses.replace(ctx, idle=i, recharge=r), "csv")
+             for i, r in rules]
+    assert names == [
+        "project-ranking_2026-10-06_2026-10-11_rental.csv",
+        "project-ranking_2026-10-06_2026-10-11_rental_idle-proportional.csv",
+        "project-ranking_2026-10-06_2026-10-11_rental_recharge-requests.csv",
+        "project-ranking_2026-10-06_2026-10-11_rental_idle-proportional_recharge-none.csv",
+    ]
+
+
 def views_chart(c):
     from cost_engine import charts
 

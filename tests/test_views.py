@@ -378,6 +378,46 @@ def test_stage_upload_checks(tmp_path):
     assert not any(tmp_path.iterdir())
 
 
+def test_an_upload_the_dashboard_could_not_open_is_refused_before_it_is_opened(tmp_path):
+    """Issue 42 item 6. On main a zip whose ailedger.toml did not parse was accepted, and then
+    every page (Data and Rules included) stopped on the config error until a reload; an empty
+    allocations.csv was accepted, then every page read "Cannot open <server path>/uploads/...".
+    Both are refused by stage_upload now, in words naming the file inside the upload and no
+    server folder, and leave nothing behind. Item 12: a file named .zip that is not one says so
+    in the project's words, not Python's "File is not a zip file"."""
+    alloc = (SAMPLE / "allocations.csv").read_bytes()
+    up = tmp_path / "up"
+    with pytest.raises(uploads.UploadError) as broken:
+        uploads.stage_upload([("b.zip", _zip({"fleet/allocations.csv": alloc, "fleet/ailedger.toml": b"[period\n"}))],
+                             root=up)
+    assert str(broken.value).startswith("fleet/ailedger.toml: not valid TOML")
+    with pytest.raises(uploads.UploadError) as wrong:
+        uploads.stage_upload([("b.zip", _zip({"fleet/allocations.csv": alloc,
+                                              "fleet/ailedger.toml": b'[period]\nstart = "monday"\n'}))], root=up)
+    assert "fleet/ailedger.toml: invalid config: period.start" in str(wrong.value)
+    header = b"allocation_id,gpu_id,start,end,owner,source,workload\n"
+    for content in (b"", header):
+        with pytest.raises(uploads.UploadError, match=r"^allocations.csv holds no allocation: a bundle needs"):
+            uploads.stage_upload([("allocations.csv", content)], root=up)
+    with pytest.raises(uploads.UploadError) as not_zip:
+        uploads.stage_upload([("fleet.zip", b"PK? no")], root=up)
+    assert str(not_zip.value) == ("'fleet.zip' is not a zip archive (it cannot be unpacked); upload the bundle's "
+                                  "files, or one .zip holding them")
+    for exc in (broken.value, wrong.value, not_zip.value):
+        assert str(tmp_path) not in str(exc) and "File is not a zip file" not in str(exc)
+    assert not any(up.iterdir())
+
+
+def test_a_source_is_shown_by_its_name_never_its_server_path(tmp_path, monkeypatch):
+    monkeypatch.setenv("AILEDGER_UPLOAD_DIR", str(tmp_path / "uploads"))
+    staged = uploads.stage_upload([("allocations.csv", (SAMPLE / "allocations.csv").read_bytes())])
+    assert uploads.shown_source(staged.root) == f"upload {staged.root.name}"
+    assert uploads.shown_source(tmp_path / "ledger.duckdb") == "ledger.duckdb"
+    msg = uploads.without_paths(f"{staged.root}/allocations.csv: bad row", staged.root)
+    assert msg == "allocations.csv: bad row"
+    assert uploads.without_paths(f"cannot read {staged.root}", staged.root) == f"cannot read upload {staged.root.name}"
+
+
 def test_check_source(tmp_path, db):
     assert uploads.check_source(SAMPLE) == SAMPLE
     assert uploads.check_source(db) == db
@@ -428,3 +468,73 @@ def test_views_never_import_streamlit():
             "cost_engine.exporters.review_pack, cost_engine.uploads; "
             "sys.exit(1 if 'streamlit' in sys.modules else 0)")
     assert subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parent.parent).returncode == 0
+
+
+# ------------------------------------------------------------------ issue 42 item 2: select all
+
+
+@pytest.fixture(scope="module")
+def whole_days():
+    """The sample under the dashboard's default period: whole local days 2026-10-06 .. 10-11 in
+    Europe/Berlin (CEST, UTC+2), i.e. 2026-10-05T22:00Z .. 2026-10-11T22:00Z, 144 hours."""
+    from cost_engine import period_choice
+    from cost_engine.config import load_config
+
+    base = load_config(SAMPLE / "ailedger.toml")
+    full = api.run(SAMPLE, config=base)
+    span = period_choice.DataSpan(full.period.start, full.period.end, full.period.timezone)
+    chosen = period_choice.resolve("whole_days", span)
+    start, end = span.window(chosen.first, chosen.last)
+    assert (end - start).total_seconds() == 144 * 3600
+    return api.run(SAMPLE, config=views.config_with(base, period_start=start, period_end=end))
+
+
+def test_selecting_every_pool_says_what_it_leaves_out(whole_days):
+    """On main, selecting all three pools turned 8,371.47 into 6,811.47 with no word. The one
+    cost row without a pool is costs.csv's cost-direct-001, 1,820.00 USD over the week
+    2026-10-05..12 (168 h) charged to PRJ-1004: the 144 h of the view hold 1,820 x 144 / 168
+    = 1,560.00. The filter still keeps only what it names; left_out says the rest."""
+    comp = whole_days
+    everything = views.totals(comp)["cost"]
+    pools = views.filter_options(comp)["pools"]
+    assert pools == ["a100-infer", "a100-mig", "h100-train"]
+    all_pools = views.Filters(pools=pools)
+    lo = views.left_out(comp, all_pools)
+    assert lo.rows() == [("pools", "costs without a pool", pytest.approx(1820 * 144 / 168))]
+    assert views.totals(comp, all_pools)["cost"] == pytest.approx(everything - 1560.0)
+    # An accelerator filter names cards: the direct cost is on none.
+    accs = views.Filters(accelerators=views.filter_options(comp)["accelerators"])
+    assert views.left_out(comp, accs)["amount"].to_list() == [pytest.approx(1560.0)]
+    assert views.left_out(comp, views.NO_FILTERS).height == 0
+
+
+@pytest.mark.parametrize("name", ["pools", "accelerators", "workloads", "tenants"])
+def test_every_value_of_a_filter_plus_what_it_leaves_out_is_no_filter(whole_days, name):
+    """For each sidebar filter: every value selected, plus the money left_out names, is the
+    unfiltered total (the pool and accelerator part is the 1,560.00 above; the workload and
+    tenant parts are idle capacity and unattributed money, which have neither)."""
+    comp = whole_days
+    everything = views.totals(comp)["cost"]
+    f = views.Filters(**{name: views.filter_options(comp)[name]})
+    kept = views.totals(comp, f)["cost"]
+    lo = views.left_out(comp, f)
+    assert lo["filter"].to_list() == [name]
+    assert kept + lo["amount"].sum() == pytest.approx(everything, abs=1e-6)
+    assert kept < everything
+    # One value less: that value's money is left out too, and is not counted as "without".
+    if name == "tenants":
+        fewer = views.Filters(tenants=["product", "research"])
+        assert views.left_out(comp, fewer)["amount"].to_list() == lo["amount"].to_list()
+
+
+def test_every_value_of_every_filter_at_once_adds_up_too(whole_days):
+    """All four filters with every value: a row lacking two dimensions is named once, under
+    both (the direct charge cost-direct-001 has no pool, no card and no workload: its 1,560.00,
+    see above), and the filtered total plus the lines is the unfiltered total."""
+    comp = whole_days
+    f = views.Filters(**views.filter_options(comp))
+    lo = views.left_out(comp, f)
+    assert lo["filter"][0] == "pools,accelerators,workloads" and lo["amount"][0] == pytest.approx(1560.0)
+    assert lo["what"][0] == "costs without a pool or a card (so no accelerator) or a workload"
+    assert lo["filter"].n_unique() == lo.height
+    assert views.totals(comp, f)["cost"] + lo["amount"].sum() == pytest.approx(views.totals(comp)["cost"], abs=1e-6)

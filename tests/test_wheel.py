@@ -177,6 +177,23 @@ def _metric(pg, label: str) -> str:
     return card.locator('[data-testid="stMetricValue"]').inner_text().strip()
 
 
+def _offers_its_exports_and_its_favicon(pg, url: str, venv: Path) -> None:
+    """Issue 42 item 3: from the wheel, the PNG/SVG buttons and the review pack are enabled (on
+    main kaleido was only an extra), and the favicon is served by the app under /media/ (on main
+    it was not packaged, and its link was the install path)."""
+    main = pg.locator('[data-testid="stMain"]')
+    pack = main.get_by_role("button", name=re.compile("Download the review pack"))
+    pack.wait_for(timeout=60_000)
+    assert pack.is_enabled()
+    png = main.locator('[data-testid="stDownloadButton"]').filter(has_text="PNG").first
+    png.wait_for(timeout=60_000)
+    assert png.locator("button").is_enabled()
+    href = pg.locator('link[rel~="icon"], link[rel="shortcut icon"]').first.get_attribute("href")
+    assert href and "/media/" in href and str(venv) not in href and "site-packages" not in href, href
+    icon = pg.request.get(href if href.startswith("http") else f"{url}/{href.lstrip('/')}")
+    assert icon.status == 200 and icon.body()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 def test_serve_shows_the_fleet_total_in_chromium(installed, browser, checkout_report):
     """Behind a reverse proxy in header mode (docs/deploy.md): the finance group is admin and sees
     the fleet's total cost (9,767.98 USD, see the test above); bob sees only product's money.
@@ -201,6 +218,8 @@ def test_serve_shows_the_fleet_total_in_chromium(installed, browser, checkout_re
                 assert _metric(pg, "Total cost (USD)") == expected
                 sidebar = pg.locator('[data-testid="stSidebar"]').inner_text()
                 assert f"ailedger {cost_engine.__version__}" in sidebar and "ledger.duckdb" in sidebar
+                if "finance" in headers.get("X-Forwarded-Groups", ""):
+                    _offers_its_exports_and_its_favicon(pg, url, installed.venv)
             finally:
                 ctx.close()
     assert views.format_value(checkout_report["totals"]["cost"], "USD") == "9,767.98"

@@ -14,10 +14,10 @@ import re
 import polars as pl
 
 from .. import csv_guard
-from .images import ExportError, available, chromium_path, render, to_html, to_png, to_svg
+from .images import ExportError, available, chromium_path, render, to_html, to_png, to_svg, unavailable_reason
 
 __all__ = [
-    "ExportError", "available", "chromium_path", "render", "to_html", "to_png", "to_svg",
+    "ExportError", "available", "chromium_path", "render", "to_html", "to_png", "to_svg", "unavailable_reason",
     "flat_table", "table_csv", "table_parquet", "safe_name",
 ]
 

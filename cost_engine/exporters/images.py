@@ -44,13 +44,21 @@ def chromium_path() -> str | None:
     return None
 
 
-def available() -> bool:
-    """True when PNG/SVG export can run here (kaleido installed and a Chromium found)."""
+def unavailable_reason() -> str | None:
+    """Why PNG/SVG export cannot run here, in the user's words (None: it can)."""
     try:
         import kaleido  # noqa: F401
     except ImportError:
-        return False
-    return chromium_path() is not None
+        return "kaleido, a dependency of ailedger, is missing from this install (reinstall ailedger)"
+    if chromium_path() is None:
+        return (f"no Chromium browser on the server (install Debian's chromium at {DEFAULT_CHROMIUM}, "
+                "or set AILEDGER_CHROMIUM to one)")
+    return None
+
+
+def available() -> bool:
+    """True when PNG/SVG export can run here (kaleido installed and a Chromium found)."""
+    return unavailable_reason() is None
 
 
 def _key(fig: go.Figure, fmt: str, width: int, height: int, scale: float) -> str:
@@ -62,8 +70,8 @@ def _key(fig: go.Figure, fmt: str, width: int, height: int, scale: float) -> str
 def _render_batch(figs: Sequence[go.Figure], fmt: str, width: int, height: int, scale: float) -> list[bytes]:
     try:
         import kaleido
-    except ImportError as exc:  # pragma: no cover - kaleido is a declared extra
-        raise ExportError("kaleido is not installed (pip install 'ailedger[export]')") from exc
+    except ImportError as exc:  # pragma: no cover - kaleido is a core dependency
+        raise ExportError("kaleido, a dependency of ailedger, is missing from this install (reinstall ailedger)") from exc
     path = chromium_path()
     if path is None:
         raise ExportError(f"no Chromium found (set AILEDGER_CHROMIUM or install Debian's chromium at {DEFAULT_CHROMIUM})")

@@ -9,7 +9,13 @@
     tables/by_project.csv
     tables/by_model.csv
 
-Every string that comes from the data or the user is passed through `html.escape`.
+Each file says what it shows, like the page's own exports (`exports_meta`): the charts carry
+the subtitle line (period and time zone, boundary, idle, recharge, filters, source, data
+version), the tables are CSVs for people (the `# Label: value` context block, headers with
+units, causes in words; engine names are in the pages' "CSV for machines"), and summary.html
+names the rules (idle treatment, inference recharge, activity, energy) and shows its tables
+with the same headers and words. Every string that comes from the data or the user is passed
+through `html.escape`.
 """
 
 from __future__ import annotations
@@ -22,9 +28,9 @@ from datetime import datetime, timezone
 import plotly.graph_objects as go
 import polars as pl
 
-from .. import charts, views
+from .. import charts, exports_meta, labels, views
 from ..engine import Computation
-from . import images, table_csv
+from . import images
 
 CHART_FILES = {
     "spend_by_tenant": "charts/spend_by_tenant.png",
@@ -36,6 +42,7 @@ TABLE_FILES = {
     "by_project": "tables/by_project.csv",
     "by_model": "tables/by_model.csv",
 }
+TABLE_TITLES = {"by_tenant": "Tenant ranking", "by_project": "Project ranking", "by_model": "Model ranking"}
 SUMMARY_FILE = "summary.html"
 REVIEW_PACK_FILES = (SUMMARY_FILE, *CHART_FILES.values(), *TABLE_FILES.values())
 
@@ -86,11 +93,14 @@ def _num(v: object, digits: int = 2) -> str:
     return _e(v)
 
 
-def _table(frame: pl.DataFrame, columns: list[str]) -> str:
+def _table(frame: pl.DataFrame, columns: list[str], currency: str) -> str:
+    """An HTML table as people read it: the page's headers with units, causes in words."""
     cols = [c for c in columns if c in frame.columns]
-    head = "".join(f"<th>{_e(c)}</th>" for c in cols)
+    shown = exports_meta.people_frame(frame.select(cols), currency)
+    head = "".join(f"<th>{_e(c)}</th>" for c in shown.columns)
     body = []
-    for r in frame.select(cols).iter_rows(named=True):
+    cols = shown.columns
+    for r in shown.iter_rows(named=True):
         cells = "".join(
             f'<td class="n">{_num(r[c])}</td>' if isinstance(r[c], (int, float)) and not isinstance(r[c], bool)
             else f"<td>{_e(r[c])}</td>"
@@ -138,17 +148,19 @@ td.n{{text-align:right;font-variant-numeric:tabular-nums}}
 <div><b>Period</b>: {_e(_local(p.start, p.timezone))} to {_e(_local(p.end, p.timezone))} {_e(p.timezone)} ({_e(p.currency)})</div>
 <div><b>Boundary</b>: {_e(cfg.boundary.name)} ({_e(", ".join(cfg.boundary.included))})</div>
 <div><b>Filters</b>: {_e(f.describe())}</div>
-<div><b>Idle treatment</b>: {_e(cfg.allocation.idle)}; <b>activity</b>: {_e(cfg.activity.mode)} {_e(cfg.activity.threshold_pct)} %;
+<div><b>Idle treatment</b>: {_e(labels.IDLE_TREATMENT.get(cfg.allocation.idle, cfg.allocation.idle))} ({_e(cfg.allocation.idle)});
+<b>inference recharge</b>: {_e(labels.RECHARGE.get(cfg.allocation.inference_recharge, cfg.allocation.inference_recharge))} ({_e(cfg.allocation.inference_recharge)});
+<b>activity</b>: {_e(cfg.activity.mode)} {_e(cfg.activity.threshold_pct)} %;
 <b>PUE</b> {_e(cfg.energy.pue)}, <b>server overhead</b> {_e(cfg.energy.server_overhead)}</div>
 <div><b>Source</b>: {_e(source_label or "")} · data version {_e(data_version or "(unknown)")} · generated {_e(when)}</div>
 </div>
 <div class="cards">{cards}</div>
 <h2>Spend by tenant (top 10)</h2>
-{_table(rank, ["tenant", "cost", "allocated_gpu_hours", "active_gpu_hours", "tokens", "cost_per_million_tokens"])}
+{_table(rank, ["tenant", "cost", "allocated_gpu_hours", "active_gpu_hours", "tokens", "cost_per_million_tokens"], p.currency)}
 <h2>Idle by cause</h2>
-{_table(idle_rows, ["kind", "cause", "gpu_hours", "energy_kwh_gpu", "cost"])}
+{_table(idle_rows, ["kind", "cause", "gpu_hours", "energy_kwh_gpu", "cost"], p.currency)}
 <h2>Reconciliation ({_e(p.currency)})</h2>
-{_table(rec, list(rec.columns))}
+{_table(rec, list(rec.columns), p.currency)}
 <p class="meta">Charts: {" ".join(_e(v) for v in CHART_FILES.values())}. Tables: {" ".join(_e(v) for v in TABLE_FILES.values())}.</p>
 </body></html>
 """
@@ -159,9 +171,11 @@ def build_review_pack(comp: Computation, filters: views.Filters | None = None, *
                       data_version: str | None = None) -> bytes:
     """The zip bytes (see the module doc for its files). Raises images.ExportError when the
     charts cannot be rendered (no Chromium)."""
+    ctx = exports_meta.context_of(comp, filters, source=source_label or "", data_version=data_version or "")
     figs = overview_figures(comp, filters)
     names = list(CHART_FILES)
-    pngs = images.render([figs[n] for n in names], "png", scale=1.5)
+    # The single exports' subtitle: a PNG read on its own names its period and rules.
+    pngs = images.render([exports_meta.titled(figs[n], None, ctx) for n in names], "png", scale=1.5)
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as z:
         z.writestr(SUMMARY_FILE, summary_html(comp, filters, source_label=source_label, title=title,
@@ -169,5 +183,6 @@ def build_review_pack(comp: Computation, filters: views.Filters | None = None, *
         for n, data in zip(names, pngs):
             z.writestr(CHART_FILES[n], data)
         for n, frame in ranking_tables(comp, filters).items():
-            z.writestr(TABLE_FILES[n], table_csv(frame))
+            # Through csv_guard (exports_meta.csv_for_people writes with csv_guard.write_csv).
+            z.writestr(TABLE_FILES[n], exports_meta.csv_for_people(frame, ctx, TABLE_TITLES[n], now=generated))
     return buf.getvalue()
