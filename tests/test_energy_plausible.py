@@ -170,13 +170,21 @@ def test_a_rollup_stored_before_the_peaks_is_rebuilt_not_read(tmp_path):
     assert len(_implausible(_store_paths_agree(db, ["inventory", "allocations"]))) == 1
 
 
-def test_a_rollup_without_raw_samples_leaves_an_unbelieved_quarter_unknown(tmp_path):
-    """The billion-joule jump again, but the store holds only a rollup made elsewhere (no raw
-    samples to bill 00:15-00:30 by power x time): that quarter's energy is unknown, named with the
-    quarters the rollup could not stand in for. The other three are exact: 00:00-00:15 and
-    00:30-00:45 hold 15 counter deltas of 36,000 J each, 00:45-01:00 14 deltas and 60 s of the last
-    sample's 600 W x 300 s: 3 x 540,000 J = 1,620,000 J = 0.45 kWh known, 2,700 of 3,600 s."""
-    b = _card("H100-SXM-80GB", 600.0, lambda i: 36_000.0 * i + (1e9 if i >= 30 else 0.0))
+def _stuck_quarter(i: int) -> float:
+    """36,000 J a minute (600 W) but still from 00:15 to 00:30 (the samples 15..29 have delta 0)."""
+    return 36_000.0 * (i if i <= 15 else 15 if i <= 30 else i - 15)
+
+
+@pytest.mark.parametrize("energy", [lambda i: 36_000.0 * i + (1e9 if i >= 30 else 0.0), _stuck_quarter],
+                         ids=["jump", "stuck"])
+def test_a_rollup_without_raw_samples_leaves_an_unbelieved_quarter_unknown(tmp_path, energy):
+    """The billion-joule jump again (or the counter still 00:15-00:30 while the card reads 600 W),
+    but the store holds only a rollup made elsewhere (no raw samples to bill 00:15-00:30 by power x
+    time): that quarter's energy is unknown, named with the quarters the rollup could not stand in
+    for. The other three are exact: 00:00-00:15 and 00:30-00:45 hold 15 counter deltas of 36,000 J
+    each, 00:45-01:00 14 deltas and 60 s of the last sample's 600 W x 300 s: 3 x 540,000 J =
+    1,620,000 J = 0.45 kWh known, 2,700 of 3,600 s."""
+    b = _card("H100-SXM-80GB", 600.0, energy)
     tel = tmp_path / "telemetry.parquet"
     b["telemetry"].write_parquet(tel)
     quarters.duckdb_rollup(str(tel), str(tmp_path / "rollup"), Activity())
@@ -399,11 +407,6 @@ def test_the_low_side_floors_keep_an_idle_card_and_short_samples_believed():
     assert calls[0] == (4, 0)
 
 
-def _stuck_quarter(i: int) -> float:
-    """36,000 J a minute (600 W) but still from 00:15 to 00:30 (the samples 15..29 have delta 0)."""
-    return 36_000.0 * (i if i <= 15 else 15 if i <= 30 else i - 15)
-
-
 def test_the_stores_rollup_reads_a_stuck_quarter_and_a_milliwatt_reading_raw(tmp_path):
     """g0 (H100) at 600 W, its counter still 00:15-00:30, and one reading of 600,000 W at 00:40. The
     stored cells carry low_ratio (lowest implied power / smaller reading: 36,000 / 60 / 600 = 1.0,
@@ -435,23 +438,3 @@ def test_the_stores_rollup_reads_a_stuck_quarter_and_a_milliwatt_reading_raw(tmp
         "g0 from 2026-10-01 00:40:00Z to 2026-10-01 00:41:00Z (1 sample): power_w reads up to 600,000 W, above the "
         "card's ceiling of 1,050 W (milliwatts read as watts?), not used; the energy counter stands for that stretch"]
 
-
-def test_a_rollup_without_raw_samples_leaves_a_stuck_quarter_unknown(tmp_path):
-    """The stuck quarter from a rollup made elsewhere (no raw samples to bill it by power x time):
-    00:15-00:30 is unknown and named; the other three quarters are exact: 00:00-00:15 and
-    00:30-00:45 hold 15 counter deltas of 36,000 J each, 00:45-01:00 14 and 60 s of the last
-    sample's 600 W: 3 x 540,000 J = 1,620,000 J known, 2,700 of 3,600 s."""
-    b = _card("H100-SXM-80GB", 600.0, _stuck_quarter)
-    tel = tmp_path / "telemetry.parquet"
-    b["telemetry"].write_parquet(tel)
-    quarters.duckdb_rollup(str(tel), str(tmp_path / "rollup"), Activity())
-    db = tmp_path / "s.duckdb"
-    store.ingest(db, make_bundle(inventory=b["inventory"].to_dicts(), allocations=b["allocations"].to_dicts()),
-                 rollup=None)
-    assert quarter_store.ingest_rollup(db, tmp_path / "rollup") > 0
-    ext = compute(store.load_bundle(db, tables=["inventory", "allocations"]), HOUR, telemetry=StoreTelemetry(db))
-    seg = ext.seg.filter(pl.col("allocation_id") == "a")
-    assert seg["joules"].sum() == pytest.approx(1_620_000.0, rel=1e-12)
-    assert seg["energy_s"].sum() == pytest.approx(2700.0, rel=1e-12)
-    rolled = [d for w, d in ext.gaps if w == "telemetry rollup"]
-    assert len(rolled) == 1 and "g0 2026-10-01 00:15Z" in rolled[0]
