@@ -52,12 +52,14 @@ def sample_intervals(telemetry: pl.DataFrame, max_gap_s: float, *, presorted: bo
     counter = pl.col("uncapped") & delta.is_not_null() & (delta >= 0)
     if max_w is None and ratio is None:
         bad, low, power, power_bad = pl.lit(False), pl.lit(False), pl.col("power_w"), pl.lit(False)
+        low_ref = pl.lit(None, pl.Float64)
     else:
         limit = pl.lit(float("inf")) if max_w is None else (pl.lit(max_w) if isinstance(max_w, (int, float)) else max_w)
         # A reading above the ceiling is believed nowhere: not billed, not a reference for the counter.
-        power = believed_power(pl.col("power_w"), limit)
-        high, too_low = implausible_counter(delta, pl.col("dt_s"), power, believed_power(pl.col("next_power_w"), limit),
-                                            limit, float("inf") if ratio is None else ratio)
+        power, next_power = believed_power(pl.col("power_w"), limit), believed_power(pl.col("next_power_w"), limit)
+        high, too_low = implausible_counter(delta, pl.col("dt_s"), power, next_power, limit,
+                                            float("inf") if ratio is None else ratio)
+        low_ref = pl.min_horizontal(power, next_power)
         bad, low, power_bad = counter & (high | too_low), counter & too_low, (pl.col("power_w") > limit).fill_null(False)
     t = t.with_columns(bad.alias("implausible"), low.alias("low"), power_bad.alias("power_bad"))
     counter_ok = counter & ~pl.col("implausible")
@@ -70,21 +72,23 @@ def sample_intervals(telemetry: pl.DataFrame, max_gap_s: float, *, presorted: bo
         .alias("joules"),
         (pl.col("uncapped") & delta.is_not_null() & (delta < 0)).alias("counter_reset"),
         pl.when(pl.col("implausible")).then(delta / pl.col("dt_s")).alias("implied_w"),
+        pl.when(pl.col("low")).then(low_ref).alias("low_ref_w"),  # the reading a counter too low failed
     )
     return t.filter(pl.col("dt_s") > 0).select(
         "gpu_id", "ts", "t_end", "dt_s", "util_pct", "power_w", "joules", "counter_reset", "implausible", "implied_w",
-        "low", "power_bad",
+        "low", "low_ref_w", "power_bad",
     )
 
 
 def unbelieved(samples: pl.DataFrame) -> pl.DataFrame:
     """The IMPLAUSIBLE rows of sample_intervals' output: one per sample whose counter is not
-    believed (kind high / low, implied_w the power it implies) and one per sample whose power
-    reading is not (kind power, implied_w the reading)."""
+    believed (kind high / low, implied_w the power it implies; power_w the sample's reading, for
+    kind low the smaller of the two it failed against) and one per sample whose power reading is
+    not (kind power, implied_w the reading)."""
     s = samples.filter(pl.col("implausible") | pl.col("power_bad"))
     counter = s.filter(pl.col("implausible")).select(
         "gpu_id", "ts", "t_end", pl.when(pl.col("low")).then(pl.lit("low")).otherwise(pl.lit("high")).alias("kind"),
-        "implied_w", "power_w", "joules")
+        "implied_w", pl.coalesce("low_ref_w", "power_w").alias("power_w"), "joules")
     power = s.filter(pl.col("power_bad")).select("gpu_id", "ts", "t_end", pl.lit("power").alias("kind"),
                                                  pl.col("power_w").alias("implied_w"), "power_w", "joules")
     return pl.concat([counter, power])

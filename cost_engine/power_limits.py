@@ -124,7 +124,7 @@ def implausible_counter(delta_j: pl.Expr, dt_s: pl.Expr, power_w: pl.Expr, next_
 def stretches(implausible: pl.DataFrame, ceilings: pl.DataFrame) -> pl.DataFrame:
     """Runs of consecutive unbelieved samples per card and kind (a sample starting where the last
     ended): gpu_id, kind, t0, t1, samples, peak_w / least_w (highest / lowest implied power or
-    reading), read_w (the highest power reading), unknown (samples whose energy is unknown), max_w."""
+    reading), read_w (the lowest power reading: for kind low, the one the counter failed), unknown (samples whose energy is unknown), max_w."""
     if implausible.height == 0:
         return pl.DataFrame(schema={"gpu_id": pl.String, "kind": pl.String, "t0": implausible.schema["ts"],
                                     "t1": implausible.schema["ts"], "samples": pl.UInt32, "peak_w": pl.Float64,
@@ -137,7 +137,7 @@ def stretches(implausible: pl.DataFrame, ceilings: pl.DataFrame) -> pl.DataFrame
             .group_by("gpu_id", "kind", "_run", maintain_order=True)
             .agg(pl.col("ts").min().alias("t0"), pl.col("t_end").max().alias("t1"), pl.len().alias("samples"),
                  pl.col("implied_w").max().alias("peak_w"), pl.col("implied_w").min().alias("least_w"),
-                 pl.col("power_w").max().alias("read_w"), pl.col("joules").is_null().sum().alias("unknown"))
+                 pl.col("power_w").min().alias("read_w"), pl.col("joules").is_null().sum().alias("unknown"))
             .drop("_run").join(ceilings, on="gpu_id", how="left").sort("gpu_id", "t0", "kind"))
 
 
@@ -149,7 +149,7 @@ def _span(r: dict) -> str:
 def _counter_line(r: dict, ratio: float) -> str:
     if r["kind"] == "low":
         what = (f"the counter implies as little as {r['least_w']:,.0f} W, less than 1/{ratio:g} of its power "
-                f"readings (up to {r['read_w']:,.0f} W)")
+                f"readings (at least {r['read_w']:,.0f} W)")
     else:
         above = (f"above the card's ceiling of {r['max_w']:,.0f} W" if r["max_w"] is not None and r["peak_w"] > r["max_w"]
                  else f"more than {ratio:g}x its power readings")

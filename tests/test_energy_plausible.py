@@ -373,7 +373,7 @@ def test_a_stuck_counter_is_billed_as_power_x_time():
     assert calls[0] == (0, 4)
     assert _implausible(fast) == [
         "g0 from 2026-10-01 00:00:00Z to 2026-10-01 00:59:00Z (59 samples): the counter implies as little as 0 W, "
-        "less than 1/4 of its power readings (up to 300 W); that stretch uses power x time"]
+        "less than 1/4 of its power readings (at least 300 W); that stretch uses power x time"]
 
 
 def test_a_counter_in_kilojoules_is_billed_as_power_x_time():
@@ -433,7 +433,7 @@ def test_the_stores_rollup_reads_a_stuck_quarter_and_a_milliwatt_reading_raw(tmp
     assert build_report(fast)["totals"]["energy_kwh_gpu"] == pytest.approx(0.64, rel=1e-12)
     assert _implausible(fast) == [
         "g0 from 2026-10-01 00:15:00Z to 2026-10-01 00:30:00Z (15 samples): the counter implies as little as 0 W, "
-        "less than 1/4 of its power readings (up to 600 W); that stretch uses power x time"]
+        "less than 1/4 of its power readings (at least 600 W); that stretch uses power x time"]
     assert _power_gaps(fast) == [
         "g0 from 2026-10-01 00:40:00Z to 2026-10-01 00:41:00Z (1 sample): power_w reads up to 600,000 W, above the "
         "card's ceiling of 1,050 W (milliwatts read as watts?), not used; the energy counter stands for that stretch"]
