@@ -56,7 +56,14 @@ def sample_intervals(telemetry: pl.DataFrame, max_gap_s: float, *, presorted: bo
     else:
         limit = pl.lit(float("inf")) if max_w is None else (pl.lit(max_w) if isinstance(max_w, (int, float)) else max_w)
         # A reading above the ceiling is believed nowhere: not billed, not a reference for the counter.
-        power, next_power = believed_power(pl.col("power_w"), limit), believed_power(pl.col("next_power_w"), limit)
+        t = t.with_columns(limit.alias("_max_w"))
+        limit = pl.col("_max_w")
+        if t.select((pl.col("power_w") > limit).any()).item():
+            t = t.with_columns(believed_power(pl.col("power_w"), limit).alias("_p"),
+                               believed_power(pl.col("next_power_w"), limit).alias("_np"))
+            power, next_power = pl.col("_p"), pl.col("_np")
+        else:  # the common case: every reading is believed, and the columns are used as they are
+            power, next_power = pl.col("power_w"), pl.col("next_power_w")
         high, too_low = implausible_counter(delta, pl.col("dt_s"), power, next_power, limit,
                                             float("inf") if ratio is None else ratio)
         low_ref = pl.min_horizontal(power, next_power)
