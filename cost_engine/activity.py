@@ -13,7 +13,7 @@ from . import quarter_activity
 from .config import Activity
 from .contract import TS
 from .ledger import seconds
-from .power_limits import implausible_counter
+from .power_limits import believed_power, implausible_counter
 from .tariffs import Bands
 from .telemetry import TelemetrySource
 
@@ -30,8 +30,10 @@ def sample_intervals(telemetry: pl.DataFrame, max_gap_s: float, *, presorted: bo
     neither exists. `presorted`: the rows already come sorted by (gpu_id, ts).
 
     `max_w` (the card's power ceiling, an expression over the rows or one number) and `ratio`
-    (power_limits.implausible_counter): a counter delta implying more is `implausible` and the
-    sample uses power x time instead (unknown without power); None checks nothing.
+    (power_limits): a counter delta implying too much power, or too little for the card's
+    readings (`low`), is `implausible` and the sample uses power x time instead (unknown without
+    power); a power reading above the ceiling (`power_bad`) is not used (the counter where it is
+    believed, else unknown). None checks nothing.
     """
     cap = pl.duration(microseconds=int(max_gap_s * 1_000_000))
     t = telemetry if presorted else telemetry.sort("gpu_id", "ts")
@@ -49,26 +51,54 @@ def sample_intervals(telemetry: pl.DataFrame, max_gap_s: float, *, presorted: bo
     delta = pl.col("next_energy_j") - pl.col("energy_j")
     counter = pl.col("uncapped") & delta.is_not_null() & (delta >= 0)
     if max_w is None and ratio is None:
-        bad = pl.lit(False)
+        bad, low, power, power_bad = pl.lit(False), pl.lit(False), pl.col("power_w"), pl.lit(False)
+        low_ref = pl.lit(None, pl.Float64)
     else:
         limit = pl.lit(float("inf")) if max_w is None else (pl.lit(max_w) if isinstance(max_w, (int, float)) else max_w)
-        bad = counter & implausible_counter(delta, pl.col("dt_s"), pl.col("power_w"), pl.col("next_power_w"), limit,
+        # A reading above the ceiling is believed nowhere: not billed, not a reference for the counter.
+        t = t.with_columns(limit.alias("_max_w"))
+        limit = pl.col("_max_w")
+        if t.select((pl.col("power_w") > limit).any()).item():
+            t = t.with_columns(believed_power(pl.col("power_w"), limit).alias("_p"),
+                               believed_power(pl.col("next_power_w"), limit).alias("_np"))
+            power, next_power = pl.col("_p"), pl.col("_np")
+        else:  # the common case: every reading is believed, and the columns are used as they are
+            power, next_power = pl.col("power_w"), pl.col("next_power_w")
+        high, too_low = implausible_counter(delta, pl.col("dt_s"), power, next_power, limit,
                                             float("inf") if ratio is None else ratio)
-    t = t.with_columns(bad.alias("implausible"))
+        low_ref = pl.min_horizontal(power, next_power)
+        bad, low, power_bad = counter & (high | too_low), counter & too_low, (pl.col("power_w") > limit).fill_null(False)
+    t = t.with_columns(bad.alias("implausible"), low.alias("low"), power_bad.alias("power_bad"))
     counter_ok = counter & ~pl.col("implausible")
     t = t.with_columns(
         pl.when(counter_ok)
         .then(delta)
-        .when(pl.col("power_w").is_not_null())
-        .then(pl.col("power_w") * pl.col("dt_s"))
+        .when(power.is_not_null())
+        .then(power * pl.col("dt_s"))
         .otherwise(None)
         .alias("joules"),
         (pl.col("uncapped") & delta.is_not_null() & (delta < 0)).alias("counter_reset"),
         pl.when(pl.col("implausible")).then(delta / pl.col("dt_s")).alias("implied_w"),
+        pl.when(pl.col("low")).then(low_ref).alias("low_ref_w"),  # the reading a counter too low failed
     )
     return t.filter(pl.col("dt_s") > 0).select(
-        "gpu_id", "ts", "t_end", "dt_s", "util_pct", "power_w", "joules", "counter_reset", "implausible", "implied_w"
+        "gpu_id", "ts", "t_end", "dt_s", "util_pct", "power_w", "joules", "counter_reset", "implausible", "implied_w",
+        "low", "low_ref_w", "power_bad",
     )
+
+
+def unbelieved(samples: pl.DataFrame) -> pl.DataFrame:
+    """The IMPLAUSIBLE rows of sample_intervals' output: one per sample whose counter is not
+    believed (kind high / low, implied_w the power it implies; power_w the sample's reading, for
+    kind low the smaller of the two it failed against) and one per sample whose power reading is
+    not (kind power, implied_w the reading)."""
+    s = samples.filter(pl.col("implausible") | pl.col("power_bad"))
+    counter = s.filter(pl.col("implausible")).select(
+        "gpu_id", "ts", "t_end", pl.when(pl.col("low")).then(pl.lit("low")).otherwise(pl.lit("high")).alias("kind"),
+        "implied_w", pl.coalesce("low_ref_w", "power_w").alias("power_w"), "joules")
+    power = s.filter(pl.col("power_bad")).select("gpu_id", "ts", "t_end", pl.lit("power").alias("kind"),
+                                                 pl.col("power_w").alias("implied_w"), "power_w", "joules")
+    return pl.concat([counter, power])
 
 
 def pieces(samples: pl.DataFrame, intervals: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -142,8 +172,8 @@ class TelemetryActivity:
     oversized: pl.DataFrame  # e_idx, job_id, over_s, over_util_s, over_j, over_price_j (J x price per kWh)
     card_energy: pl.DataFrame  # gpu_id (Enum), bucket (15 min, UTC), joules: samples starting in the bucket
     resets: pl.DataFrame  # gpu_id, ts, t_end: each sample interval over which the energy counter went backwards
-    # gpu_id, ts, t_end, implied_w, joules (null: unknown): each sample interval whose counter delta
-    # was not believed (power_limits), billed as power x time instead
+    # gpu_id, ts, t_end, kind, implied_w, power_w, joules (null: unknown): each sample interval whose
+    # counter delta (kind high / low) or power reading (kind power) was not believed (power_limits)
     implausible: pl.DataFrame
     samples: int  # samples of the ledger's cards that started inside a window
     outside: int  # rows of the source whose card is not in `known` (ignored)
@@ -263,7 +293,7 @@ def interval_activity(
                                clipped["counted"].gather(p["e_idx"]).alias("counted"))
             a = [_per_interval(p.filter(pl.col("counted")), busy, idle_util)]
             o = [_oversized(p, busy, idle_util, jobs)] if jobs is not None else []
-            return a, o, [samples.filter(pl.col("implausible")).select(*IMPLAUSIBLE)], [
+            return a, o, [unbelieved(samples)], [
                 _card_energy(samples, period_start, period_end)]
 
         with source.reader() as r:
@@ -320,15 +350,15 @@ def interval_activity(
     bad_f = (
         pl.concat(bad).join(codes, left_on="gpu_id", right_on="gc")
         .filter((pl.col("t_end") > period_start) & (pl.col("ts") < period_end))
-        .select(pl.col("gpu_id_right").alias("gpu_id"), *IMPLAUSIBLE[1:]).unique(["gpu_id", "ts"])
+        .select(pl.col("gpu_id_right").alias("gpu_id"), *IMPLAUSIBLE[1:]).unique(["gpu_id", "ts", "kind"])
         if bad else pl.DataFrame(schema=IMPLAUSIBLE_SCHEMA)
     ).sort("gpu_id", "ts")
     return TelemetryActivity(out, oversized, card_energy, resets_f, bad_f, n_samples, outside, undecided)
 
 
-IMPLAUSIBLE = ("gpu_id", "ts", "t_end", "implied_w", "joules")
-IMPLAUSIBLE_SCHEMA = pl.Schema({"gpu_id": pl.String, "ts": TS, "t_end": TS, "implied_w": pl.Float64,
-                                "joules": pl.Float64})
+IMPLAUSIBLE = ("gpu_id", "ts", "t_end", "kind", "implied_w", "power_w", "joules")
+IMPLAUSIBLE_SCHEMA = pl.Schema({"gpu_id": pl.String, "ts": TS, "t_end": TS, "kind": pl.String, "implied_w": pl.Float64,
+                                "power_w": pl.Float64, "joules": pl.Float64})
 
 
 @dataclass(frozen=True)
@@ -361,7 +391,7 @@ def _raw_windows(source, codes, iv_parts, jobs, rule, busy, idle_util, period_st
             if samples.height == 0:
                 continue
             resets.append(samples.filter(pl.col("counter_reset")).select("gpu_id", "ts", "t_end"))
-            bad.append(samples.filter(pl.col("implausible")).select(*IMPLAUSIBLE))
+            bad.append(unbelieved(samples))
             energy.append(_card_energy(samples, period_start, period_end))
             iv = iv_parts.filter((pl.col("t1") > a) & (pl.col("t0") < b + cap))
             simple, spread = pieces(samples.select("gpu_id", "ts", "t_end", "dt_s", "util_pct", "joules"), iv)
@@ -504,4 +534,4 @@ def empty_oversized() -> pl.DataFrame:
                                 "over_util_s": pl.Float64, "over_j": pl.Float64, "over_price_j": pl.Float64})
 
 
-__all__ = ["sample_intervals", "pieces", "windows", "interval_activity", "TelemetryActivity", "empty_oversized"]
+__all__ = ["sample_intervals", "unbelieved", "pieces", "windows", "interval_activity", "TelemetryActivity", "empty_oversized"]

@@ -1,10 +1,15 @@
-"""Physical ceilings on a card's power: what an energy counter may claim before it is not believed.
+"""Physical ceilings on a card's power: what an energy counter and a power reading may claim before they are not believed.
 
-An energy counter is trusted only while the power it implies (its delta over the sample's time)
-could be physical: at most the card's ceiling, and at most `energy.counter_power_ratio` times
-the larger of the two power readings at the interval's ends (when the samples carry power). A
-counter in the wrong unit (DCGM's millijoules read as joules: a 600 W card at 600 kW) or one
-jump of a billion joules fails both. The ceiling of a card, first match wins:
+A power reading (`power_w`) above the card's ceiling is not believed (milliwatts read as watts:
+300,000 W): it is neither billed as power x time nor a reference for the counter. An energy
+counter is trusted only while the power it implies (its delta over the sample's time) could be
+physical: at most the card's ceiling, at most `energy.counter_power_ratio` times the larger of
+the two believed power readings at the interval's ends, and at least the smaller of them divided
+by the ratio (only where both floors hold: that reading above `LOW_FLOOR_W` and the interval at
+least `LOW_MIN_S` long, so that an idle card and a counter rounded to 1 J are not caught). A
+counter in the wrong unit (DCGM's millijoules read as joules: a 600 W card at 600 kW; or kJ) or
+one jump of a billion joules fails, and so does a stuck one (delta 0 while the card reads 300 W).
+The ceiling of a card, first match wins:
 
 1. `energy.max_power_w_by_pool[pool]`;
 2. `energy.max_power_w_by_accelerator[accelerator]` (case-insensitive, the whole name);
@@ -56,6 +61,11 @@ TDP_W: tuple[tuple[str, float], ...] = (
     ("GAUDI2", 600.0),
 )
 CEILINGS = pl.Schema({"gpu_id": pl.String, "max_w": pl.Float64})
+# The low-side counter test's floors: below 50 W a card idles and a few watts of rounding are a
+# large ratio; under 30 s a counter that counts whole joules (NVML: mJ, DCGM: J) is too coarse.
+# Changing them changes what the rollup's cells hold (quarters.CELLS_VERSION).
+LOW_FLOOR_W = 50.0
+LOW_MIN_S = 30.0
 
 
 def family_watts() -> pl.Expr:
@@ -90,51 +100,92 @@ def ceilings(cards: pl.DataFrame, energy: Energy) -> pl.DataFrame:
         "gpu_id", keep="first", maintain_order=True)
 
 
+def believed_power(power_w: pl.Expr, max_w: pl.Expr) -> pl.Expr:
+    """The power reading where it is at most the card's ceiling, else null (not believed)."""
+    return pl.when(power_w <= max_w).then(power_w)
+
+
 def implausible_counter(delta_j: pl.Expr, dt_s: pl.Expr, power_w: pl.Expr, next_power_w: pl.Expr, max_w: pl.Expr,
-                    ratio: float) -> pl.Expr:
-    """True where a counter delta over dt_s implies a power no card of this ceiling draws, or one
-    above `ratio` x the larger power reading at the interval's ends (when either is above 0)."""
+                        ratio: float) -> tuple[pl.Expr, pl.Expr]:
+    """(too high, too low) for a counter delta over dt_s; the readings are the believed ones.
+
+    Too high: the implied power is above the card's ceiling, or above `ratio` x the larger power
+    reading at the interval's ends (when either is above 0). Too low: below the smaller reading
+    divided by `ratio`, where that reading is above LOW_FLOOR_W and dt_s is at least LOW_MIN_S
+    (written as implied / reading x ratio < 1, the form the rollup's `low_ratio` is tested in)."""
     implied = delta_j / dt_s
     ref = pl.max_horizontal(power_w, next_power_w)
-    return (implied > max_w) | (ref.is_not_null() & (ref > 0) & (implied > ref * ratio))
+    low_ref = pl.min_horizontal(power_w, next_power_w)
+    high = (implied > max_w) | (ref.is_not_null() & (ref > 0) & (implied > ref * ratio))
+    low = (dt_s >= LOW_MIN_S) & (low_ref > LOW_FLOOR_W) & (implied / low_ref * ratio < 1.0)
+    return high, low.fill_null(False) & ~high
 
 
 def stretches(implausible: pl.DataFrame, ceilings: pl.DataFrame) -> pl.DataFrame:
-    """Runs of consecutive unbelieved samples per card (a sample starting where the last ended):
-    gpu_id, t0, t1, samples, peak_w (highest implied power), unknown (samples without power), max_w."""
+    """Runs of consecutive unbelieved samples per card and kind (a sample starting where the last
+    ended): gpu_id, kind, t0, t1, samples, peak_w / least_w (highest / lowest implied power or
+    reading), read_w (the lowest power reading: for kind low, the one the counter failed), unknown (samples whose energy is unknown), max_w."""
     if implausible.height == 0:
-        return pl.DataFrame(schema={"gpu_id": pl.String, "t0": implausible.schema["ts"], "t1": implausible.schema["ts"],
-                                    "samples": pl.UInt32, "peak_w": pl.Float64, "unknown": pl.UInt32,
+        return pl.DataFrame(schema={"gpu_id": pl.String, "kind": pl.String, "t0": implausible.schema["ts"],
+                                    "t1": implausible.schema["ts"], "samples": pl.UInt32, "peak_w": pl.Float64,
+                                    "least_w": pl.Float64, "read_w": pl.Float64, "unknown": pl.UInt32,
                                     "max_w": pl.Float64})
-    s = implausible.sort("gpu_id", "ts")
-    same = pl.col("gpu_id") == pl.col("gpu_id").shift(1)
+    s = implausible.sort("gpu_id", "kind", "ts")
+    same = (pl.col("gpu_id") == pl.col("gpu_id").shift(1)) & (pl.col("kind") == pl.col("kind").shift(1))
     start = ~(same & (pl.col("ts") <= pl.col("t_end").shift(1))).fill_null(False)
     return (s.with_columns(start.cum_sum().alias("_run"))
-            .group_by("gpu_id", "_run", maintain_order=True)
+            .group_by("gpu_id", "kind", "_run", maintain_order=True)
             .agg(pl.col("ts").min().alias("t0"), pl.col("t_end").max().alias("t1"), pl.len().alias("samples"),
-                 pl.col("implied_w").max().alias("peak_w"), pl.col("joules").is_null().sum().alias("unknown"))
-            .drop("_run").join(ceilings, on="gpu_id", how="left"))
+                 pl.col("implied_w").max().alias("peak_w"), pl.col("implied_w").min().alias("least_w"),
+                 pl.col("power_w").min().alias("read_w"), pl.col("joules").is_null().sum().alias("unknown"))
+            .drop("_run").join(ceilings, on="gpu_id", how="left").sort("gpu_id", "t0", "kind"))
+
+
+def _span(r: dict) -> str:
+    return (f"{r['gpu_id']} from {r['t0']:%Y-%m-%d %H:%M:%S}Z to {r['t1']:%Y-%m-%d %H:%M:%S}Z "
+            f"({r['samples']} sample{'' if r['samples'] == 1 else 's'})")
+
+
+def _counter_line(r: dict, ratio: float) -> str:
+    if r["kind"] == "low":
+        what = (f"the counter implies as little as {r['least_w']:,.0f} W, less than 1/{ratio:g} of its power "
+                f"readings (at least {r['read_w']:,.0f} W)")
+    else:
+        above = (f"above the card's ceiling of {r['max_w']:,.0f} W" if r["max_w"] is not None and r["peak_w"] > r["max_w"]
+                 else f"more than {ratio:g}x its power readings")
+        what = f"the counter implies up to {r['peak_w']:,.0f} W, {above}"
+    known = r["samples"] - r["unknown"]
+    billed = ("that stretch uses power x time" if r["unknown"] == 0 else
+              f"{known} of them use power x time, {r['unknown']} have no power reading: their energy is unknown"
+              if known else "no power reading: its energy is unknown")
+    return f"{_span(r)}: {what}; {billed}"
+
+
+def _power_line(r: dict) -> str:
+    known = r["samples"] - r["unknown"]
+    billed = ("the energy counter stands for that stretch" if r["unknown"] == 0 else
+              f"{known} of them use the energy counter, {r['unknown']} have no believable counter: their energy is unknown"
+              if known else "no believable energy counter: its energy is unknown")
+    return (f"{_span(r)}: power_w reads up to {r['peak_w']:,.0f} W, above the card's ceiling of {r['max_w']:,.0f} W "
+            f"(milliwatts read as watts?), not used; {billed}")
 
 
 def gap_lines(implausible: pl.DataFrame, ceilings: pl.DataFrame, ratio: float, shown: int = 10) -> list[tuple[str, str]]:
-    """The report's gaps for unbelieved counters: one per stretch (the first `shown`), then a count."""
+    """The report's gaps for unbelieved counters (`energy counter implausible`) and power readings
+    (`power reading implausible`): one per stretch (the first `shown` of each), then a count."""
     runs = stretches(implausible, ceilings)
     out = []
-    for r in runs.head(shown).iter_rows(named=True):
-        above = (f"above the card's ceiling of {r['max_w']:,.0f} W" if r["max_w"] is not None and r["peak_w"] > r["max_w"]
-                 else f"more than {ratio:g}x its power readings")
-        known = r["samples"] - r["unknown"]
-        billed = ("that stretch uses power x time" if r["unknown"] == 0 else
-                  f"{known} of them use power x time, {r['unknown']} have no power reading: their energy is unknown"
-                  if known else "no power reading: its energy is unknown")
-        out.append(("energy counter implausible",
-                    f"{r['gpu_id']} from {r['t0']:%Y-%m-%d %H:%M:%S}Z to {r['t1']:%Y-%m-%d %H:%M:%S}Z "
-                    f"({r['samples']} sample{'' if r['samples'] == 1 else 's'}): the counter implies up to {r['peak_w']:,.0f} W, {above}; {billed}"))
-    if runs.height > shown:
-        out.append(("energy counter implausible",
-                    f"{runs.height - shown} more stretches on {runs.tail(runs.height - shown)['gpu_id'].n_unique()} "
-                    f"cards ({runs.height} in all, {int(runs['samples'].sum())} samples) use power x time"))
+    for gap, mine, line, rest in (
+            ("energy counter implausible", runs.filter(pl.col("kind") != "power"),
+             lambda r: _counter_line(r, ratio), "use power x time"),
+            ("power reading implausible", runs.filter(pl.col("kind") == "power"), _power_line,
+             "are not used (the energy counter where it is believed, else unknown)")):
+        out += [(gap, line(r)) for r in mine.head(shown).iter_rows(named=True)]
+        if mine.height > shown:
+            out.append((gap, f"{mine.height - shown} more stretches on {mine.tail(mine.height - shown)['gpu_id'].n_unique()} "
+                             f"cards ({mine.height} in all, {int(mine['samples'].sum())} samples) {rest}"))
     return out
 
 
-__all__ = ["MARGIN", "TDP_W", "CEILINGS", "family_watts", "ceilings", "implausible_counter", "stretches", "gap_lines"]
+__all__ = ["MARGIN", "TDP_W", "CEILINGS", "LOW_FLOOR_W", "LOW_MIN_S", "family_watts", "ceilings", "believed_power",
+           "implausible_counter", "stretches", "gap_lines"]

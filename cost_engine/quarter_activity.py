@@ -7,8 +7,9 @@ The other cells are read raw:
 
 - a cell that a ledger or tariff edge cuts ("dirty");
 - a cell with a piece of a sample whose energy counter is not believed (`peak_w` above the
-  card's ceiling, or `peak_ratio` above the ratio: power_limits): its joules are the raw path's
-  power x time, which the rollup cannot know; such a cell is dirty for the jobs' masks too;
+  card's ceiling, `peak_ratio` above the ratio, `low_ratio` below its inverse: power_limits) or
+  whose power reading is not (`peak_power_w` above the ceiling): its joules are the raw path's,
+  which the rollup cannot know; such a cell is dirty for the jobs' masks too;
 - for the oversized-request cause, a job's quarter the bit masks cannot decide: the masks tell,
   per card, the minutes (of the samples' starts) with busy and with inactive pieces; a card's
   inactive time counts whole when every inactive minute has a busy sibling, and not at all when
@@ -169,8 +170,11 @@ def run(
     undecided = [dirty.select("gpu_id", "q").clear()]
     bad: list[pl.DataFrame] = []
     ceiling = pl.lit(max_w).gather(pl.col("gpu_id")) if max_w is not None and max_w.len() else pl.lit(float("inf"))
-    unbelieved = ((pl.col("peak_w") > ceiling) | (pl.col("peak_ratio") > (float("inf") if ratio is None else ratio))
-                  ).fill_null(False)
+    r = float("inf") if ratio is None else ratio
+    # The raw path's tests (power_limits) on the cell's extremes: a cell with any unbelieved
+    # piece, or a power reading above the ceiling, is read raw (low_ratio x r < 1: its form there).
+    unbelieved = (pl.col("peak_w").gt(ceiling).fill_null(False) | pl.col("peak_ratio").gt(r).fill_null(False)
+                  | (pl.col("low_ratio") * r).lt(1.0).fill_null(False) | pl.col("peak_power_w").gt(ceiling).fill_null(False))
     if first_q < q0:  # samples starting before the period that reach into it
         samples += int(cells_in(first_q, q0).get_column("samples").sum() or 0)
     step = max(1, ROLLUP_CELLS_PER_WINDOW // max(1, ids.len()))
@@ -265,7 +269,11 @@ def _raw_windows(reader, rollup, c, raw, raw_jq, job_cards, parts, codes, raw_su
             over += o2
             mine = flagged.filter((pl.col("q") >= qa) & (pl.col("q") < qb))
             if mine.height:
-                bad += b2
+                # The rows of samples with a piece in a flagged cell: a sample of a cell read only
+                # for its neighbours' successors may lack its own successor here.
+                bad += [pl.concat([b.join(mine, left_on=["gpu_id", q], right_on=["gpu_id", "q"], how="semi")
+                                   for q in (pl.col("ts").dt.epoch("us") // Q_US,
+                                             (pl.col("t_end").dt.epoch("us") - 1) // Q_US)]) for b in b2]
                 energy += [e.join(mine, left_on=["gpu_id", (pl.col("bucket").dt.epoch("us") // Q_US)],
                                   right_on=["gpu_id", "q"], how="semi") for e in e2]
 

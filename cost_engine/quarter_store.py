@@ -272,7 +272,7 @@ READ = pl.Schema({
     **{n: pl.Float64 for n in ("covered_s", "active_s", "idle_s", "util_s", "idle_util_s", "joules",
                                "idle_joules", "energy_s", "start_j")},
     "bmask": pl.Int16, "imask": pl.Int16, "cmin": pl.Int8, "cbusy": pl.Boolean, "cidle": pl.Boolean,
-    "peak_w": pl.Float64, "peak_ratio": pl.Float64,
+    "peak_w": pl.Float64, "peak_ratio": pl.Float64, "low_ratio": pl.Float64, "peak_power_w": pl.Float64,
 })
 _READ_SQL = {pl.UInt32: "UINTEGER", pl.Int64: "BIGINT", pl.Float64: "DOUBLE", pl.Int16: "SMALLINT", pl.Int8: "TINYINT",
              pl.Boolean: "BOOLEAN"}

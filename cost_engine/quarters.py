@@ -17,8 +17,11 @@ cause's test), and for the carried piece its start minute relative to the quarte
 cards with samples in a window, the power profile). Counter resets are kept apart, one row
 each (`RESETS_SQL`). `peak_w` and `peak_ratio`: the highest power a counter delta of a piece
 in the quarter implies, and its highest ratio to the larger power reading at its sample's two
-ends; the engine reads a quarter whose counter it does not believe (power_limits) from raw
-samples, since the rule for that (the card's ceiling) is the report's, not the rollup's.
+ends; `low_ratio`: the lowest ratio to the smaller reading (only where that reading is above
+power_limits.LOW_FLOOR_W and the sample lasts at least LOW_MIN_S); `peak_power_w`: the highest
+power reading at a piece's sample's two ends. The engine reads a quarter whose counter or power
+reading it does not believe (power_limits) from raw samples, since the rule for that (the
+card's ceiling, the ratio) is the report's, not the rollup's.
 
 Input relation `telemetry_us(gpu_id, t_us, util_pct, power_w, energy_j)` as in `rollup.py`; the
 SQL uses only what DuckDB and Spark SQL share (LEAD, CASE, LEAST, POWER, BIT_OR, BOOL_OR).
@@ -32,6 +35,7 @@ from typing import Any
 import polars as pl
 
 from .config import Activity
+from .power_limits import LOW_FLOOR_W, LOW_MIN_S
 from .rollup import INTERVALS_SQL
 
 Q_S = 900
@@ -63,12 +67,17 @@ CELL_SCHEMA = pl.Schema(
         "cidle": pl.Boolean,
         "peak_w": pl.Float64,
         "peak_ratio": pl.Float64,
+        "low_ratio": pl.Float64,
+        "peak_power_w": pl.Float64,
     }
 )
 RESET_SCHEMA = pl.Schema({"gpu_id": pl.String, "t_us": pl.Int64, "end_us": pl.Int64})
 
 _Q = str(Q_US)
 _M = str(MIN_US)
+# The low-side counter test's floors (power_limits), as literals: the cells depend on them.
+_LOW_US = str(int(LOW_MIN_S * 1_000_000))
+_LOW_W = repr(float(LOW_FLOOR_W))
 
 _SAMPLES = INTERVALS_SQL + f""",
 smp AS (
@@ -80,6 +89,9 @@ smp AS (
            CASE WHEN delta_j >= 0 AND end_us > t_us THEN delta_j / (CAST(end_us - t_us AS DOUBLE) / 1e6) END AS cw,
            CASE WHEN delta_j >= 0 AND end_us > t_us AND GREATEST(power_w, next_p) > 0
                 THEN delta_j / (CAST(end_us - t_us AS DOUBLE) / 1e6) / GREATEST(power_w, next_p) END AS cr,
+           CASE WHEN delta_j >= 0 AND end_us - t_us >= {_LOW_US} AND LEAST(power_w, next_p) > {_LOW_W}
+                THEN delta_j / (CAST(end_us - t_us AS DOUBLE) / 1e6) / LEAST(power_w, next_p) END AS lr,
+           GREATEST(power_w, next_p) AS pr,
            $busy AS busy,
            $idle_util AS idle_util,
            t_us - (t_us % {_Q}) AS q0,
@@ -90,11 +102,11 @@ smp AS (
 # From the samples (`smp`, as _SAMPLES defines it) to one row per card and quarter.
 CELLS_TAIL = f""",
 pieces AS (
-    SELECT gpu_id, q0 AS q_us, 1 AS first_piece, t_us, m0, util_pct, busy, idle_util, joules, reset, dt_s, cw, cr,
+    SELECT gpu_id, q0 AS q_us, 1 AS first_piece, t_us, m0, util_pct, busy, idle_util, joules, reset, dt_s, cw, cr, lr, pr,
            CAST(LEAST(end_us, q0 + {_Q}) - t_us AS DOUBLE) / 1e6 AS ov_s
     FROM smp
     UNION ALL
-    SELECT gpu_id, q0 + {_Q} AS q_us, 0 AS first_piece, t_us, m0, util_pct, busy, idle_util, joules, reset, dt_s, cw, cr,
+    SELECT gpu_id, q0 + {_Q} AS q_us, 0 AS first_piece, t_us, m0, util_pct, busy, idle_util, joules, reset, dt_s, cw, cr, lr, pr,
            CAST(end_us - (q0 + {_Q}) AS DOUBLE) / 1e6 AS ov_s
     FROM smp
     WHERE end_us > q0 + {_Q}
@@ -124,7 +136,9 @@ SELECT gpu_id,
        COALESCE(BOOL_OR(first_piece = 0 AND busy > 0), FALSE) AS cbusy,
        COALESCE(BOOL_OR(first_piece = 0 AND busy < 1), FALSE) AS cidle,
        MAX(cw) AS peak_w,
-       MAX(cr) AS peak_ratio
+       MAX(cr) AS peak_ratio,
+       MIN(lr) AS low_ratio,
+       MAX(pr) AS peak_power_w
 FROM marked
 GROUP BY gpu_id, q_us
 """
@@ -143,10 +157,10 @@ def check_rule(rule: Activity) -> None:
                          "the quarter-hour rollup cannot stand for such samples")
 
 
-# The cells' version in the rule key: 2 added peak_w / peak_ratio. A rollup stored by an earlier
-# version has a key without it, so it is never read (the raw path serves until the next refresh
-# rebuilds it).
-CELLS_VERSION = 2
+# The cells' version in the rule key: 2 added peak_w / peak_ratio, 3 low_ratio / peak_power_w. A
+# rollup stored by an earlier version has another key, so it is never read (the raw path serves
+# until the next refresh rebuilds it).
+CELLS_VERSION = 3
 
 
 def rule_key(rule: Activity) -> str:
@@ -224,8 +238,8 @@ def cells_duckdb(frame: pl.DataFrame, rule: Activity) -> tuple[pl.DataFrame, pl.
 # --- a rollup folder: the format `ailedger rollup` writes and `ailedger ingest --rollup` reads ----
 #   cells/*.parquet    CELLS_SQL's output (gpu_id, q_us, samples, ...)
 #   resets/*.parquet   RESETS_SQL's output (gpu_id, t_us)
-#   rollup.json        {"format": 2, "quarter_s": 900, "rule": rule_key(rule)}
-FORMAT = 2  # 2: cells carry peak_w and peak_ratio
+#   rollup.json        {"format": 3, "quarter_s": 900, "rule": rule_key(rule)}
+FORMAT = 3  # 2: cells carry peak_w and peak_ratio; 3: also low_ratio and peak_power_w
 
 
 def manifest(rule: Activity) -> str:

@@ -10,8 +10,12 @@ cost row of the card's pool, or of the whole fleet, is in force.
 
 from __future__ import annotations
 
+import math
 from datetime import datetime, timedelta
 
+import polars as pl
+
+from cost_engine import power_limits
 from cost_engine.contract import DEFAULT_DRIVER
 
 J_PER_KWH = 3_600_000.0
@@ -64,10 +68,16 @@ def rates_input(bundle, config) -> float:
     return total
 
 
-def sample_joules(samples: list[dict], max_gap_s: float) -> list[tuple[datetime, datetime, float | None]]:
+def sample_joules(samples: list[dict], max_gap_s: float, max_w: float = math.inf,
+                  ratio: float = math.inf) -> list[tuple[datetime, datetime, float | None]]:
     """One card's samples (sorted by time) as (start, end, joules): a sample stands for the time
     to the next one, capped at max_gap_s; its joules are the counter's delta when the next sample
-    is within the cap and the delta is not negative, else power x time, else unknown."""
+    is within the cap, the delta is not negative and believable, else power x time, else unknown.
+
+    Believable (docs/engine.md, "Energy counters are checked"), with the readings at most the
+    card's ceiling `max_w` (a reading above it is used nowhere): delta / dt at most max_w and at
+    most `ratio` x the larger reading, and not below the smaller one / `ratio` where that one is
+    above 50 W and dt at least 30 s."""
     out = []
     cap = timedelta(seconds=max_gap_s)
     for i, s in enumerate(samples):
@@ -77,13 +87,21 @@ def sample_joules(samples: list[dict], max_gap_s: float) -> list[tuple[datetime,
         if dt <= 0:
             continue
         uncapped = nxt is not None and nxt["ts"] <= s["ts"] + cap
+        power = s.get("power_w") if s.get("power_w") is not None and s["power_w"] <= max_w else None
         delta = None
         if uncapped and s.get("energy_j") is not None and nxt.get("energy_j") is not None:
             delta = nxt["energy_j"] - s["energy_j"]
-        if delta is not None and delta >= 0:
+        believed = delta is not None and delta >= 0
+        if believed:
+            refs = [p for p in (power, nxt.get("power_w")) if p is not None and p <= max_w]
+            implied = delta / dt
+            high = implied > max_w or bool(refs and max(refs) > 0 and implied > max(refs) * ratio)
+            low = bool(refs) and dt >= 30 and min(refs) > 50 and implied / min(refs) * ratio < 1
+            believed = not (high or low)
+        if believed:
             joules = delta
-        elif s.get("power_w") is not None:
-            joules = s["power_w"] * dt
+        elif power is not None:
+            joules = power * dt
         else:
             joules = None
         out.append((s["ts"], end, joules))
@@ -110,11 +128,18 @@ def measured_energy_input(bundle, config) -> float:
     by_card: dict[str, list[dict]] = {}
     for s in sorted(_rows(bundle, "telemetry"), key=lambda s: (s["gpu_id"], s["ts"])):
         by_card.setdefault(s["gpu_id"], []).append(s)
+    # The ceilings are a configured look-up (power_limits), not what this oracle checks.
+    inv = _rows(bundle, "inventory")
+    ceiling = dict(power_limits.ceilings(pl.DataFrame(
+        [{k: c.get(k) for k in ("gpu_id", "pool", "accelerator", "capacity")} for c in inv],
+        schema={"gpu_id": pl.String, "pool": pl.String, "accelerator": pl.String, "capacity": pl.Float64}),
+        config.energy).iter_rows()) if inv else {}
     total = 0.0
-    for card in _rows(bundle, "inventory"):
+    for card in inv:
         c0, c1 = _in_service(card, p0, p1)
         covering = [(max(b["start"], p0), min(b["end"], p1)) for b in bills if b["pool"] in (None, card["pool"])]
-        for t0, t1, joules in sample_joules(by_card.get(card["gpu_id"], []), config.activity.max_sample_gap_s):
+        for t0, t1, joules in sample_joules(by_card.get(card["gpu_id"], []), config.activity.max_sample_gap_s,
+                                            ceiling.get(card["gpu_id"], math.inf), config.energy.counter_power_ratio):
             a, b = max(t0, c0), min(t1, c1)
             if joules is None or b <= a:
                 continue

@@ -170,13 +170,21 @@ def test_a_rollup_stored_before_the_peaks_is_rebuilt_not_read(tmp_path):
     assert len(_implausible(_store_paths_agree(db, ["inventory", "allocations"]))) == 1
 
 
-def test_a_rollup_without_raw_samples_leaves_an_unbelieved_quarter_unknown(tmp_path):
-    """The billion-joule jump again, but the store holds only a rollup made elsewhere (no raw
-    samples to bill 00:15-00:30 by power x time): that quarter's energy is unknown, named with the
-    quarters the rollup could not stand in for. The other three are exact: 00:00-00:15 and
-    00:30-00:45 hold 15 counter deltas of 36,000 J each, 00:45-01:00 14 deltas and 60 s of the last
-    sample's 600 W x 300 s: 3 x 540,000 J = 1,620,000 J = 0.45 kWh known, 2,700 of 3,600 s."""
-    b = _card("H100-SXM-80GB", 600.0, lambda i: 36_000.0 * i + (1e9 if i >= 30 else 0.0))
+def _stuck_quarter(i: int) -> float:
+    """36,000 J a minute (600 W) but still from 00:15 to 00:30 (the samples 15..29 have delta 0)."""
+    return 36_000.0 * (i if i <= 15 else 15 if i <= 30 else i - 15)
+
+
+@pytest.mark.parametrize("energy", [lambda i: 36_000.0 * i + (1e9 if i >= 30 else 0.0), _stuck_quarter],
+                         ids=["jump", "stuck"])
+def test_a_rollup_without_raw_samples_leaves_an_unbelieved_quarter_unknown(tmp_path, energy):
+    """The billion-joule jump again (or the counter still 00:15-00:30 while the card reads 600 W),
+    but the store holds only a rollup made elsewhere (no raw samples to bill 00:15-00:30 by power x
+    time): that quarter's energy is unknown, named with the quarters the rollup could not stand in
+    for. The other three are exact: 00:00-00:15 and 00:30-00:45 hold 15 counter deltas of 36,000 J
+    each, 00:45-01:00 14 deltas and 60 s of the last sample's 600 W x 300 s: 3 x 540,000 J =
+    1,620,000 J = 0.45 kWh known, 2,700 of 3,600 s."""
+    b = _card("H100-SXM-80GB", 600.0, energy)
     tel = tmp_path / "telemetry.parquet"
     b["telemetry"].write_parquet(tel)
     quarters.duckdb_rollup(str(tel), str(tmp_path / "rollup"), Activity())
@@ -217,7 +225,8 @@ def test_stretches_merge_consecutive_samples_and_the_gaps_count_the_rest():
     2 cards (3 in all, 4 samples)"."""
     t = [DAY0 + 60 * k * S for k in range(7)]
     bad = pl.DataFrame({"gpu_id": ["g0", "g0", "g0", "g1"], "ts": [t[0], t[1], t[5], t[0]],
-                        "t_end": [t[1], t[2], t[6], t[1]], "implied_w": [5000.0, 9000.0, 7000.0, 3000.0],
+                        "t_end": [t[1], t[2], t[6], t[1]], "kind": ["high"] * 4,
+                        "implied_w": [5000.0, 9000.0, 7000.0, 3000.0], "power_w": [600.0] * 4,
                         "joules": [1.0, 1.0, 1.0, 1.0]})
     ceilings = pl.DataFrame({"gpu_id": ["g0", "g1"], "max_w": [1050.0, 1050.0]})
     runs = power_limits.stretches(bad, ceilings)
@@ -306,3 +315,126 @@ def test_the_collector_names_a_mig_instances_parent_card():
                  node="n0", pool="p") as s:
         rows = {r["gpu_id"]: (r["capacity"], r["parent_gpu_id"]) for r in s.inventory_rows()}
     assert rows == {"GPU-1": (1.0, None), "MIG-a": (3 / 7, "GPU-2")}
+
+
+# --- issue 38: a power reading above the ceiling, a counter far too low ----------------------------
+
+
+def _power_gaps(comp) -> list[str]:
+    return [d for w, d in comp.gaps if w == "power reading implausible"]
+
+
+def test_a_power_reading_in_milliwatts_is_not_billed_and_the_counter_stands():
+    """g0 (H100, ceiling 1,050 W) reports power_w in milliwatts read as watts: 600,000 W, while its
+    counter rises 36,000 J a minute (600 W, a believable counter). The readings are not believed:
+    not billed, and not a reference for the counter (600,000 / 4 = 150,000 W would make the
+    counter look too low). The 59 intervals with a successor keep their counter deltas, 59 x
+    36,000 J = 2,124,000 J = 0.59 kWh; the last sample (00:59-01:00) has no delta and no believable
+    power: unknown (60 of 3,600 s), not 600,000 W x 60 s = 36,000,000 J. Facility 0.59 x 1.3 x 1.2 =
+    0.9204 kWh at $0.12 = $0.110448. Every quarter holds such a reading: all four are read raw."""
+    b = _card("H100-SXM-80GB", 600_000.0, lambda i: 36_000.0 * i)
+    raw, fast, calls = both(b, HOUR)
+    rep = build_report(fast)
+    assert rep["totals"]["energy_kwh_gpu"] == pytest.approx(0.59, rel=1e-12)
+    assert rep["totals"]["energy_cost"] == pytest.approx(0.110448, rel=1e-12)
+    assert fast.seg["energy_s"].sum() == pytest.approx(3540.0, rel=1e-12)
+    assert calls[0] == (0, 4)
+    assert _implausible(fast) == []
+    assert _power_gaps(fast) == [
+        "g0 from 2026-10-01 00:00:00Z to 2026-10-01 01:04:00Z (60 samples): power_w reads up to 600,000 W, above "
+        "the card's ceiling of 1,050 W (milliwatts read as watts?), not used; 59 of them use the energy counter, "
+        "1 have no believable counter: their energy is unknown"]
+
+
+def test_milliwatt_power_without_a_counter_is_unknown_not_zero():
+    """The same card with no energy counter: power x time would bill 600,000 W x 3,600 s =
+    2,160,000,000 J = 600 kWh. No reading is believed, so g0's hour of energy is unknown (0 of
+    3,600 s known, 0 kWh of known energy: the report names it, it is not a measured zero)."""
+    b = _card("H100-SXM-80GB", 600_000.0, lambda i: None)
+    raw, fast, _ = both(b, HOUR)
+    seg = fast.seg.filter(pl.col("allocation_id") == "a")
+    assert seg["covered_s"].sum() == pytest.approx(3600.0) and seg["energy_s"].sum() == 0.0
+    assert _power_gaps(fast) == [
+        "g0 from 2026-10-01 00:00:00Z to 2026-10-01 01:04:00Z (60 samples): power_w reads up to 600,000 W, above "
+        "the card's ceiling of 1,050 W (milliwatts read as watts?), not used; no believable energy counter: its "
+        "energy is unknown"]
+    assert ("energy unknown", "1 cards report no power or energy counter for some samples: g0") in fast.gaps
+
+
+def test_a_stuck_counter_is_billed_as_power_x_time():
+    """g0 (H100) reads 300 W all hour while its counter stays at 1,000,000 J (delta 0): the counter
+    implies 0 W, below 300 W / 4 (counter_power_ratio 4, the smaller reading of the interval's two;
+    300 W is above the 50 W floor and 60 s at least 30 s). Trusted, the hour would be 0 J but for the
+    last sample; not believed, each minute is 300 W x 60 s = 18,000 J: 60 x 18,000 = 1,080,000 J =
+    0.3 kWh, on both paths (every quarter read raw)."""
+    b = _card("H100-SXM-80GB", 300.0, lambda i: 1_000_000.0)
+    raw, fast, calls = both(b, HOUR)
+    assert build_report(fast)["totals"]["energy_kwh_gpu"] == pytest.approx(0.3, rel=1e-12)
+    assert calls[0] == (0, 4)
+    assert _implausible(fast) == [
+        "g0 from 2026-10-01 00:00:00Z to 2026-10-01 00:59:00Z (59 samples): the counter implies as little as 0 W, "
+        "less than 1/4 of its power readings (at least 300 W); that stretch uses power x time"]
+
+
+def test_a_counter_in_kilojoules_is_billed_as_power_x_time():
+    """g0 (H100) at 600 W, its counter in kJ: +36 a minute, 36 / 60 = 0.6 W, and 0.6 / 600 x 4 = 0.004
+    < 1: not believed. 60 x 600 W x 60 s = 2,160,000 J = 0.6 kWh (trusted: 59 x 36 J + 36,000 J =
+    38,124 J = 0.01059 kWh). With counter_power_ratio 1,000 (the most the config takes) the test
+    needs 0.6 W < 600 / 1,000 = 0.6 W: not so, the counter stands: 38,124 J."""
+    b = _card("H100-SXM-80GB", 600.0, lambda i: 36.0 * i)
+    raw, _, _ = both(b, HOUR)
+    assert build_report(raw)["totals"]["energy_kwh_gpu"] == pytest.approx(0.6, rel=1e-12)
+    assert len(_implausible(raw)) == 1 and "as little as 1 W" in _implausible(raw)[0]
+    lenient = compute(b, make_config(period={"start": DAY0, "end": DAY0 + 3600 * S},
+                                     energy={"counter_power_ratio": 1000.0}))
+    assert lenient.seg["joules"].sum() == pytest.approx(38_124.0, rel=1e-12)
+    assert _implausible(lenient) == []
+
+
+def test_the_low_side_floors_keep_an_idle_card_and_short_samples_believed():
+    """Below the floors the counter stands whatever the readings say: (a) g0 idles at 40 W (not above
+    50 W) with a still counter: 59 deltas of 0 J + the last sample's 40 W x 60 s = 2,400 J; (b) g0 at
+    300 W sampled every 20 s (under 30 s) with a still counter: 179 deltas of 0 J + the last sample
+    (00:59:40) 300 W x 20 s to 01:00 = 6,000 J. Neither names a gap."""
+    idle = _card("H100-SXM-80GB", 40.0, lambda i: 5.0)
+    got = compute(idle, HOUR)
+    assert got.seg["joules"].sum() == pytest.approx(2_400.0, rel=1e-12) and _implausible(got) == []
+    tele = [{"ts": DAY0 + 20 * i * S, "gpu_id": "g0", "util_pct": 90.0, "power_w": 300.0, "energy_j": 7.0}
+            for i in range(180)]
+    fast = make_bundle(inventory=idle["inventory"].to_dicts(), telemetry=tele, allocations=idle["allocations"].to_dicts())
+    raw, _, calls = both(fast, HOUR)
+    assert raw.seg["joules"].sum() == pytest.approx(6_000.0, rel=1e-12) and _implausible(raw) == []
+    assert calls[0] == (4, 0)
+
+
+def test_the_stores_rollup_reads_a_stuck_quarter_and_a_milliwatt_reading_raw(tmp_path):
+    """g0 (H100) at 600 W, its counter still 00:15-00:30, and one reading of 600,000 W at 00:40. The
+    stored cells carry low_ratio (lowest implied power / smaller reading: 36,000 / 60 / 600 = 1.0,
+    0.0 in the stuck quarter, none in 01:00-01:15, which holds only the last sample's piece without
+    a delta) and peak_power_w (600 W, 600,000 W in 00:30-00:45). The report reads quarters 1 and 2
+    raw, as the raw path: the stuck 15 minutes are 15 x 600 W x 60 s = 540,000 J; the 00:40 sample
+    keeps its counter delta (36,000 J; the 600,000 W reading is named, not billed). The whole day is
+    the period, so the last sample stands for the 300 s cap: 59 x 36,000 + 600 W x 300 s =
+    2,304,000 J = 0.64 kWh (trusted, the counter would say 1,764,000 J = 0.49 kWh)."""
+    b = _card("H100-SXM-80GB", 600.0, _stuck_quarter)
+    tele = b["telemetry"].with_columns(pl.when(pl.col("ts") == DAY0 + 2400 * S).then(600_000.0)
+                                       .otherwise(pl.col("power_w")).alias("power_w"))
+    b = make_bundle(inventory=b["inventory"].to_dicts(), telemetry=tele.to_dicts(), allocations=b["allocations"].to_dicts())
+    db = tmp_path / "s.duckdb"
+    store.ingest(db, b, rollup=Activity())
+    with store.connect(db) as con:
+        cells = con.sql(f"SELECT low_ratio, peak_power_w FROM {quarter_store.TABLE} ORDER BY q").fetchall()
+    assert cells == [(1.0, 600.0), (0.0, 600.0), (1.0, 600_000.0), (1.0, 600.0), (None, 600.0)]
+    with pytest.MonkeyPatch.context() as mp:
+        from tests.test_quarter_rollup import Spy
+
+        spy = Spy(mp)
+        fast = _store_paths_agree(db, ["inventory", "allocations"])
+    assert build_report(fast)["totals"]["energy_kwh_gpu"] == pytest.approx(0.64, rel=1e-12)
+    assert _implausible(fast) == [
+        "g0 from 2026-10-01 00:15:00Z to 2026-10-01 00:30:00Z (15 samples): the counter implies as little as 0 W, "
+        "less than 1/4 of its power readings (at least 600 W); that stretch uses power x time"]
+    assert _power_gaps(fast) == [
+        "g0 from 2026-10-01 00:40:00Z to 2026-10-01 00:41:00Z (1 sample): power_w reads up to 600,000 W, above the "
+        "card's ceiling of 1,050 W (milliwatts read as watts?), not used; the energy counter stands for that stretch"]
+

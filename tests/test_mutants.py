@@ -268,13 +268,14 @@ def test_kills_the_oversized_cause_lost_in_weighted_activity_mode():
 
 
 def test_kills_a_zero_counter_delta_taken_for_a_missing_counter():
-    """g0 held by A1 00:00-03:00, hourly samples (max gap 1 h) at 400 W with an energy counter
+    """g0 held by A1 00:00-03:00, hourly samples (max gap 1 h) at 40 W with an energy counter
     reading 5,000 J at 00:00, 5,000 J at 01:00 (no energy drawn: the counter did not move),
-    365,000 J at 02:00 and 725,000 J at 03:00. The counter's deltas are trusted when >= 0:
+    365,000 J at 02:00 and 725,000 J at 03:00. The counter's deltas are trusted when >= 0 (40 W
+    is under the low-side test's 50 W floor, power_limits, and 100 W is under 4 x 40 W):
     00-01 0 J, 01-02 360,000 J = 0.1 kWh, 02-03 0.1 kWh -> A1 0.2 kWh of GPU energy.
 
-    Mutant (a zero delta treated like a missing one, power x time): 00-01 400 W x 1 h = 0.4 kWh
-    -> 0.6 kWh.
+    Mutant (a zero delta treated like a missing one, power x time): 00-01 40 W x 1 h = 0.04 kWh
+    -> 0.24 kWh. (At 400 W the still counter is not believed at all: test_energy_plausible.)
     """
     rep = report(still_counter(), activity={"max_sample_gap_s": 3600})
     assert by(rep, "by_project", "project", "energy_kwh_gpu") == pytest.approx({"A1": 0.2})
@@ -284,7 +285,7 @@ def still_counter():
     return make_bundle(
         inventory=[{"gpu_id": "g0", "pool": "p"}],
         allocations=[{"allocation_id": "a", "gpu_id": "g0", "start": ts(1, 0), "end": ts(1, 3), "owner": "A1"}],
-        telemetry=[{"ts": ts(1, h), "gpu_id": "g0", "util_pct": 50.0, "power_w": 400.0, "energy_j": e}
+        telemetry=[{"ts": ts(1, h), "gpu_id": "g0", "util_pct": 50.0, "power_w": 40.0, "energy_j": e}
                    for h, e in enumerate((5000.0, 5000.0, 365000.0, 725000.0))],
         owners=[{"tenant": "A", "project": "A1"}],
     )

@@ -256,8 +256,9 @@ def test_the_rollup_path_gives_the_raw_paths_report(case):
 def _store_bundle(hours: range, allocations=True):
     tele = []
     for c in ("g0", "g1"):
+        # 6,000 J a minute: the 100 W the samples read (a counter far below them is not believed).
         tele += [r for r in samples(c, 17 if c == "g0" else 45, [60] * (24 * 60),
-                                    lambda i, t: float((i * 37) % 100), energy=lambda i, t: 1000.0 * i)
+                                    lambda i, t: float((i * 37) % 100), energy=lambda i, t: 6000.0 * i)
                  if r["ts"] >= DAY0 + timedelta(hours=hours.start) and r["ts"] < DAY0 + timedelta(hours=hours.stop)]
     allocs = [{"allocation_id": f"a{i}", "gpu_id": f"g{i}", "owner": "A", "job_id": "j1",
                "start": DAY0 + 1234 * S, "end": DAY0 + timedelta(hours=20)} for i in range(2)] if allocations else []
@@ -933,20 +934,21 @@ def test_raw_cells_in_windows_of_one_cell_are_each_counted_once(monkeypatch):
 
 def test_a_counter_reset_in_the_interval_starting_at_the_periods_end_is_not_named_on_the_rollup_path():
     """a0 holds g0 00:00-04:00; g0 samples every minute from 00:00:00 to 04:30:00 (271 samples,
-    100 W), its energy counter rising 1,000 J a sample to 240,000 J at 04:00:00, then dropping to 0
+    20 W: under the 50 W floor of the low-side counter test, so the counter's 16.7 W is believed),
+    its energy counter rising 1,000 J a sample to 240,000 J at 04:00:00, then dropping to 0
     at 04:01:00 and rising again. The reset interval, 04:00:00-04:01:00, starts exactly at the end
     of the report 00:00-04:00 (quarter-aligned, so the rollup path serves it): a sample starting at
     the period's end is outside the period, so neither path names the reset.
 
     a0: 240 whole intervals 00:00-04:00, each priced by its counter delta, 1,000 J: 240,000 J =
-    0.066667 kWh (power x time would give 100 W x 14,400 s = 1,440,000 J); 4 GPU-h covered. The
+    0.066667 kWh (power x time would give 20 W x 14,400 s = 288,000 J); 4 GPU-h covered. The
     rollup keeps the reset as one row whose interval starts at 04:00:00 = DAY0 + 14,400 s, exactly
     the period's end.
 
     Mutant (quarter_activity.run: the rollup's resets taken up to the period's end `< p1` ->
     `<= p1`): the reset starting at 04:00:00 is named in the 00:00-04:00 report too, unlike the raw
     path."""
-    tele = samples("g0", 0, [60] * 270, 50.0, energy=lambda i, t: 1000.0 * (i if i <= 240 else i - 241))
+    tele = samples("g0", 0, [60] * 270, 50.0, power=20.0, energy=lambda i, t: 1000.0 * (i if i <= 240 else i - 241))
     bundle = make_bundle(inventory=INV[:1], telemetry=tele,
                          allocations=[{"allocation_id": "a0", "gpu_id": "g0", "owner": "A", "start": DAY0,
                                        "end": DAY0 + timedelta(hours=4)}])
@@ -1199,7 +1201,8 @@ def test_a_sample_before_the_gap_caps_reach_leaves_the_period_without_telemetry(
 
 def test_a_counter_reset_at_the_first_quarter_that_can_reach_in_is_seen_by_both_paths():
     """g0 samples every minute from 00:00:00 and g1 from 00:00:45, counters rising 1,000 J a
-    sample; g0's counter drops at its 04:46:00 sample (the interval from 04:45:00). For a report
+    sample at 20 W (under the low-side test's 50 W floor, power_limits: the counter's 16.7 W is
+    believed); g0's counter drops at its 04:46:00 sample (the interval from 04:45:00). For a report
     of 05:00-08:00 the rollup path takes resets from the quarter holding 04:55 (the period start
     less the 300 s gap cap), which starts at 04:45:00 exactly; the raw path names that reset too,
     and the two name it alike. (Whether a
@@ -1213,7 +1216,7 @@ def test_a_counter_reset_at_the_first_quarter_that_can_reach_in_is_seen_by_both_
     for c in ("g0", "g1"):
         drop = 286 if c == "g0" else 10**9
         tele += samples(c, 0 if c == "g0" else 45, [60] * (8 * 60 - 1), lambda i, t: float((i * 37) % 100),
-                        energy=lambda i, t, d=drop: 1000.0 * (i if i < d else i - d))
+                        power=20.0, energy=lambda i, t, d=drop: 1000.0 * (i if i < d else i - d))
     late = make_config(period={"start": DAY0 + timedelta(hours=5), "end": DAY0 + timedelta(hours=8)})
     raw, fast, calls = both(make_bundle(inventory=INV, telemetry=tele, allocations=[]), late)
     assert [g[1] for g in fast.gaps if g[0] == "energy counter reset"] == [

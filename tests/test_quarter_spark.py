@@ -26,16 +26,21 @@ S = timedelta(seconds=1)
 
 def _bundle(start_s: int):
     # Two cards of one job, samples every minute at :20 s for 3 hours, util cycling 0/40/90 %,
-    # energy counters; the job holds both from DAY0 + start_s to 02:00. Power reads 400 W: the
-    # counter's growth (250 J x (2i + 1) a minute, at most 1,496 W) stays within 4 x 400 W and
-    # the 2,000 W ceiling of an unknown accelerator, so it is believed (power_limits).
+    # energy counters; the job holds both from DAY0 + start_s to 02:00.
     tele = []
     for c, shift in (("g0", 0), ("g1", 1)):
-        tele += samples(c, 20, [60] * 179, lambda i, t, k=shift: (0.0, 40.0, 90.0)[(i + k) % 3], power=400.0,
-                        energy=lambda i, t: 250.0 * i * i)
+        tele += samples(c, 20, [60] * 179, lambda i, t, k=shift: (0.0, 40.0, 90.0)[(i + k) % 3], power=450.0,
+                        energy=_counter)
     allocs = [{"allocation_id": f"a{i}", "gpu_id": f"g{i}", "owner": "A", "job_id": "j1",
                "start": DAY0 + start_s * S, "end": DAY0 + 7200 * S} for i in range(2)]
     return make_bundle(inventory=INV, telemetry=tele, allocations=allocs)
+
+
+def _counter(i: int, t: int) -> float:
+    """A counter growing 250 J x (2i + 1) + 15,000 J a minute: 254 W to 1,738 W, within 450 W / 4 and
+    4 x 450 W (the cards read 450 W) and the 2,000 W ceiling of an unknown accelerator, so it is
+    believed (power_limits)."""
+    return 250.0 * i * i + 15_000.0 * i
 
 
 def _external_store(tmp_path, bundle) -> tuple:
@@ -248,8 +253,8 @@ def test_a_rollup_without_raw_samples_lists_five_of_the_quarters_it_could_not_de
     listed; the gap cannot be written."""
     tele = []
     for c, shift in (("g0", 0), ("g1", 1), ("g2", 2)):
-        tele += samples(c, 20, [60] * 179, lambda i, t, k=shift: (0.0, 40.0, 90.0)[(i + k) % 3], power=400.0,
-                        energy=lambda i, t: 250.0 * i * i)
+        tele += samples(c, 20, [60] * 179, lambda i, t, k=shift: (0.0, 40.0, 90.0)[(i + k) % 3], power=450.0,
+                        energy=_counter)
     inv = [*INV, {"gpu_id": "g2", "pool": "p", "node": "n0"}]
     allocs = [{"allocation_id": f"a{i}", "gpu_id": f"g{i}", "owner": "A", "job_id": "j1",
                "start": DAY0 + 1000 * S, "end": DAY0 + 7200 * S} for i in range(3)]
