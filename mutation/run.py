@@ -50,7 +50,8 @@ BEGIN, END = "<!-- mutation:begin (written by mutation/run.py report) -->", "<!-
 
 # The formula modules, in the order a partial run should reach them.
 MODULES = ["tariffs", "intervals", "ledger", "allocation", "idle", "tokens", "activity", "telemetry", "engine",
-           "report", "rollup", "quarters", "quarter_activity", "quarter_store", "power_limits"]
+           "report", "rollup", "quarters", "quarter_activity", "quarter_store", "power_limits", "coverage",
+           "token_sources", "future"]
 
 # Fast, focused tests without a browser, a server or Spark; fastest files first so `-x` stops
 # early on a killed mutant. Files missing from an older tree (--ref) are left out.
@@ -72,6 +73,10 @@ TESTS["activity"] = ENGINE_TESTS + ["tests/test_quarter_rollup.py"]
 TESTS["engine"] = ENGINE_TESTS + ["tests/test_quarter_rollup.py", "tests/test_quarter_spark.py"]
 # What an energy counter may claim (issue 38): its hand-computed cases on both paths.
 TESTS["power_limits"] = ENGINE_TESTS + ["tests/test_energy_plausible.py"]
+# Price coverage and future-dated rows (issue 38): their hand-computed gaps and partial figures.
+TESTS["coverage"] = TESTS["future"] = ENGINE_TESTS + ["tests/test_future_coverage.py"]
+# Two sources of the same tokens (issue 38): the sweep, the billing choice and the store's coverage.
+TESTS["token_sources"] = ENGINE_TESTS + ["tests/test_token_sources.py"]
 
 KEPT_OPERATORS = re.compile(
     r"core/(ReplaceBinaryOperator_(Add_Sub|Sub_Add|Mul_Div|Div_Mul|FloorDiv_Div|Mod_FloorDiv|Pow_Mul|BitAnd_BitOr"
