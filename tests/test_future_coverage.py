@@ -261,3 +261,43 @@ def test_a_whole_day_tariff_covers_and_nothing_is_partial():
     assert rep["totals"]["energy_cost"] == pytest.approx(7.488) and rep["totals"]["carbon_kg"] == pytest.approx(14.976)
     assert rep["partial"] == []
     assert not [g for g in rep["gaps"] if "coverage" in g["what"] and g["what"] != "telemetry coverage"]
+
+
+def test_a_cost_row_charged_to_an_owner_does_not_price_the_pools_hole():
+    """A $12 gpu_rental row of pool p for 06:00-12:00 charged to B1 directly is B1's own charge,
+    not a price of the pool's capacity: the 06:00-12:00 hole stays a gap (cards g0 and g1 there
+    are still unpriced). Cost = $72 of rates + B1's $12 = $84; B, reached by a cost, keeps its
+    $12 and it is partial (its 6 held hours had no rate)."""
+    b = _rate_hole()
+    b.tables["costs"] = make_bundle(costs=[{"cost_id": "direct", "category": "gpu_rental", "amount": 12.0,
+                                            "start": ts(1, 6), "end": ts(1, 12), "pool": "p",
+                                            "owner": "B1"}])["costs"]
+    rep = build_report(compute(b, make_config()))
+    assert rep["totals"]["cost"] == pytest.approx(84.0)
+    holes = [g["detail"] for g in rep["gaps"] if g["what"] == "rate coverage"]
+    assert len(holes) == 1 and "2026-10-01T06:00Z..2026-10-01T12:00Z (6.00 h)" in holes[0]
+    assert {r["tenant"]: r["cost"] for r in rep["by_tenant"]}["B"] == pytest.approx(12.0)
+    assert ("by_tenant", "{'tenant': 'B'}", "cost") in {(f["table"], str(f["row"]), f["figure"])
+                                                        for f in rep["partial"]}
+
+
+def test_twenty_holes_are_named_and_the_rest_summed_in_one_gap():
+    """Pool p, card g0 held by A1 2026-10-01 and 02 (48 h); a $1 rate in force for the first hour
+    of every 2 (00-01, 02-03, ..., 46-47): 24 one-hour holes (01-02, ..., 47-48). The first 20
+    are named one by one (01:00..02:00 first, the 20th 2026-10-02T15:00Z..16:00Z); the other 4
+    (4.00 h) are one more gap: 21 rate-coverage gaps. Priced over the two days: 24 h x $1 = $24."""
+    b = make_bundle(
+        inventory=[{"gpu_id": "g0", "pool": "p"}],
+        allocations=[{"allocation_id": "a1", "gpu_id": "g0", "start": ts(1), "end": ts(3), "owner": "A1"}],
+        owners=[{"tenant": "A", "project": "A1"}],
+        rates=[{"pool": "p", "price_per_gpu_hour": 1.0, "start": (datetime(2026, 10, 1, tzinfo=UTC)
+                + timedelta(hours=2 * i)).isoformat(), "end": (datetime(2026, 10, 1, tzinfo=UTC)
+                + timedelta(hours=2 * i + 1)).isoformat()} for i in range(24)],
+    )
+    rep = build_report(compute(b, make_config(period={"start": ts(1), "end": ts(3)})))
+    assert rep["totals"]["cost"] == pytest.approx(24.0)
+    holes = [g["detail"] for g in rep["gaps"] if g["what"] == "rate coverage"]
+    assert len(holes) == 21
+    assert "2026-10-01T01:00Z..2026-10-01T02:00Z (1.00 h)" in holes[0]
+    assert "2026-10-02T15:00Z..2026-10-02T16:00Z (1.00 h)" in holes[19]
+    assert holes[20] == "and 4 more such spans (4.00 h), not listed one by one"
