@@ -20,6 +20,7 @@ from __future__ import annotations
 import polars as pl
 
 from .contract import RECORD_KEYS, TABLES, schema
+from .intervals import islands as island_runs
 
 # The time span of each interval table (an end that is unknown, a queue row still waiting,
 # reaches forever): what store.stored_between and importers.folder_lookup filter on.
@@ -52,8 +53,7 @@ def merge_stored(table: str, new: pl.DataFrame, stored: pl.DataFrame) -> tuple[p
     # Islands: sorted by start within an identity, a record starts a new island when it begins
     # after every earlier end (touching records join: [a, b) and [b, c) are one run).
     both = both.sort([*group, lo, _NEW], nulls_last=True)
-    both = both.with_columns(pl.col(hi).cum_max().shift(1).over(group).alias(_ISLAND))
-    both = both.with_columns((pl.col(lo) > pl.col(_ISLAND)).fill_null(True).cum_sum().over(group).alias(_ISLAND))
+    both = both.with_columns(island_runs(lo, hi, group).alias(_ISLAND))
     keys = [*group, _ISLAND]
     islands = both.group_by(keys, maintain_order=True).agg(
         pl.col(_NEW).any().alias("__has_new"),

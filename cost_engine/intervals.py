@@ -285,4 +285,12 @@ def holes(frame: pl.DataFrame, windows: pl.DataFrame, keys: str | Sequence[str],
     return out.with_columns(pl.from_epoch(c, "us").cast(tz).alias(c) for c in ("g0", "g1"))
 
 
-__all__ = ["Coverage", "Precedence", "StepIntegral", "WeightedPrecedence", "holes", "micros"]
+def islands(start: str, end: str, keys: Sequence[str]) -> pl.Expr:
+    """A run number for each row of a frame sorted by `keys` then `start`: rows whose intervals
+    overlap or touch share it, since a row starts a new run only when it begins after every
+    earlier end of its keys ([a, b) and [b, c) are one run). Group by keys and it to merge."""
+    reach = pl.col(end).cum_max().shift(1).over(list(keys))
+    return (pl.col(start) > reach).fill_null(True).cum_sum()
+
+
+__all__ = ["Coverage", "Precedence", "StepIntegral", "WeightedPrecedence", "holes", "islands", "micros"]

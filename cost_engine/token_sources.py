@@ -22,6 +22,7 @@ import polars as pl
 
 from .config import Config
 from .contract import TS
+from .intervals import islands
 from .ledger import Period
 
 HOUR_US = 3_600_000_000
@@ -58,8 +59,7 @@ def merge(frame: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     """Intervals [h0, h1) merged per key where they overlap or touch (sort, then sweep)."""
     if frame.height == 0:
         return frame.select(*keys, "h0", "h1")
-    f = frame.sort(*keys, "h0").with_columns(pl.col("h1").cum_max().shift(1).over(keys).alias("_reach"))
-    f = f.with_columns((pl.col("_reach").is_null() | (pl.col("h0") > pl.col("_reach"))).cum_sum().alias("_run"))
+    f = frame.sort(*keys, "h0").with_columns(islands("h0", "h1", keys).alias("_run"))
     return f.group_by(*keys, "_run", maintain_order=True).agg(pl.col("h0").min(), pl.col("h1").max()).drop("_run")
 
 

@@ -156,3 +156,15 @@ def test_holes_are_the_parts_of_each_window_no_interval_covers():
     assert got.schema["g0"] == TS
     keyless = holes(f.filter(pl.col("pool") != "d").drop("pool"), w.head(1).drop("pool"), [])
     assert keyless.rows() == [(h(8), h(9))]
+
+
+def test_islands_number_the_runs_of_overlapping_or_touching_intervals():
+    """Key a: [0, 2) and [2, 3) touch (one run), [1, 2) lies inside them (same run), [5, 6) begins
+    after every earlier end (3): a new run. Key b: [1, 2) starts its own run. Merged per run:
+    a [0, 3), a [5, 6), b [1, 2)."""
+    from cost_engine.intervals import islands
+
+    f = pl.DataFrame({"k": ["a", "a", "a", "a", "b"], "s": [0, 1, 2, 5, 1], "e": [2, 2, 3, 6, 2]})
+    runs = f.sort("k", "s").with_columns(islands("s", "e", ["k"]).alias("run"))
+    merged = runs.group_by("k", "run", maintain_order=True).agg(pl.col("s").min(), pl.col("e").max())
+    assert merged.select("k", "s", "e").rows() == [("a", 0, 3), ("a", 5, 6), ("b", 1, 2)]
