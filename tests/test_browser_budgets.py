@@ -63,11 +63,13 @@ def select_cell(pg, x: float, y: float, text: str, tries: int = 5) -> None:
     raise AssertionError(f"the cell {text!r} could not be selected")
 
 
-def edit_cell(pg, before: str, after: str, tries: int = 3) -> None:
+def edit_cell(pg, before: str, after: str, tries: int = 5) -> None:
     """Edit rlhf's amount (fourth row, fifth column of the budgets editor) from `before` to
     `after`. Each step waits for the state it needs: the cell editor open on `before`, the typed
     value in it, then the grid showing `after`. A rerun that redraws the grid while the editor
-    is open can swallow the edit (seen once in CI): the whole edit is then made again."""
+    is open can swallow the edit (seen once in CI, and once in four clean runs on 2026-12-04, after
+    the page gained its rejected-rows list: still to be explained): the whole edit is then made
+    again. The assertion is unchanged: the grid must show `after`."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
     shown = ("v => [...document.querySelectorAll('[data-testid=\"stDataFrame\"] td')]"
